@@ -1,0 +1,76 @@
+"""`dlbs` entry point: dispatches to one module per command.
+
+Each command module defines `add_arguments(parser)` and `run(args) -> int`. Modules are
+imported only when their command is used, so `dlbs plan` does not pay for the Docker SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from dlbs import __version__
+from dlbs.errors import DlbsError
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("dlbs.cli.plan", "resolve a spec into its experiments and print or write the plan"),
+    "validate": ("dlbs.cli.validate", "check a spec and its plan without running anything"),
+    "print-config": ("dlbs.cli.print_config", "print the merged spec (defaults, includes, file, CLI)"),
+    "help": ("dlbs.cli.help", "show parameter documentation from the configs"),
+    "list": ("dlbs.cli.list", "list models, frameworks or targets"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors in the project's one-line format."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"dlbs: error: {message}", file=sys.stderr)
+        print(f"hint: run '{self.prog} --help' for usage", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dlbs", description="Deep-learning benchmarking suite.")
+    parser.add_argument("--version", action="version", version=f"dlbs {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        command_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                    help="show tracebacks for errors")
+        importlib.import_module(module_name).add_arguments(command_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        return module.run(args)
+    except DlbsError as error:
+        if args.debug:
+            raise
+        print(f"dlbs: error: {error.message}", file=sys.stderr)
+        if error.hint:
+            print(f"hint: {error.hint}", file=sys.stderr)
+        return error.exit_status
+    except KeyboardInterrupt:
+        print("dlbs: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `dlbs plan | head`: the reader left; that is not an error of ours.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
