@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""MXNet benchmark backend of dlbs: run one model, print `__key__=json` facts (BACKENDS.md).
+
+Usage: python benchmarks.py --model resnet50 --device cpu --batch_size 32 --forward_only
+Runs stand-alone (it imports only the standard library, numpy and mxnet); `dist_*` kvstores
+are started through `python -m mxnet_benchmarks.launch_dist`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import warnings
+
+if __package__ in (None, ""):  # run as a script: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mxnet_benchmarks.errors import BenchmarkError  # noqa: E402
+from mxnet_benchmarks.options import Options, parse_options  # noqa: E402
+from mxnet_benchmarks.protocol import emit, failure, now_iso, timing_results  # noqa: E402
+
+
+def configure_environment(opts: Options) -> None:
+    """Settings MXNet reads once, when it is imported: threads, subgraph and cuDNN tuning."""
+    if opts.num_threads > 0:
+        os.environ["OMP_NUM_THREADS"] = str(opts.num_threads)
+    # MKLDNN builds of MXNet 1.x fuse operators by default when a graph is cached; "none"
+    # must mean no fusion, and "onednn" selects it explicitly at hybridize time.
+    os.environ["MXNET_SUBGRAPH_BACKEND"] = "NONE"
+    os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if opts.cudnn_autotune else "0"
+    # MXNet 1.9 uses numpy aliases that numpy 1.23 deprecates; they are not ours to fix.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"mxnet(\.|$)")
+
+
+def describe(error: BaseException) -> str:
+    """One readable line for `results.status_msg` (MXNet errors carry a C++ backtrace)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return f"{type(error).__name__}: {text}"[:1000]
+
+
+def print_report(report, start_time: str, framework_version: str) -> None:
+    """The protocol lines of a successful run (rank 0 only)."""
+    emit("exp.model_title", report.model_title)
+    emit("exp.framework_ver", framework_version)
+    emit("results.start_time", start_time)
+    emit("results.warmup_time_data", report.warmup_ms)
+    for key, value in timing_results(report.times_ms, report.instances_per_batch).items():
+        emit(key, value)
+    if report.real_data:
+        emit("results.time_data_wait", sum(report.waits_ms) / len(report.waits_ms))
+    emit("results.mem_peak", report.mem_peak_mib)
+    emit("results.end_time", now_iso())
+    emit("results.status", "ok")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark described by `argv`; return the exit status."""
+    start_time = now_iso()
+    try:
+        opts = parse_options(sys.argv[1:] if argv is None else argv)
+        configure_environment(opts)
+        import mxnet
+
+        from mxnet_benchmarks.runner import run
+
+        report, rank = run(opts)
+        if rank == 0:
+            print_report(report, start_time, mxnet.__version__)
+        return 0
+    except BenchmarkError as error:
+        print(f"benchmarks.py: error: {error}", file=sys.stderr)
+        emit("results.start_time", start_time)
+        failure(str(error))
+        return BenchmarkError.exit_status
+    except (Exception, KeyboardInterrupt) as error:  # a failed run must never look valid
+        traceback.print_exc()
+        emit("results.start_time", start_time)
+        failure(describe(error))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

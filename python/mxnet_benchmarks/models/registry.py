@@ -1,0 +1,85 @@
+"""The model registry: each model file declares the ids it implements with `@register_model`.
+
+A model class describes one network family; it is constructed with the id it was asked for
+(`resnet50`, `vgg16`, ...) and builds a Gluon `HybridBlock` on demand. Registering an id twice
+is a programming error and raises at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from mxnet import gluon
+
+from ..errors import BenchmarkError
+
+
+class Model:
+    """Base class of every registered model: shapes, title and the training loss.
+
+    Subclasses set `input_shape` (batch excluded), `num_classes` and `title` in `__init__`
+    and implement `build()`. The network returns logits; the loss is applied outside it so
+    that inference runs the bare network.
+    """
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    title: str
+    #: Whether ImageRecordIter (3-channel JPEG records) can feed this model.
+    accepts_images: bool = True
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+    def build(self) -> gluon.HybridBlock:
+        """Return a new, uninitialised network for this id."""
+        raise NotImplementedError
+
+    def output_shape(self, batch_size: int) -> tuple[int, ...]:
+        """The shape of the network's output for a batch of `batch_size`."""
+        return (batch_size, self.num_classes)
+
+    def loss(self) -> gluon.loss.Loss:
+        """The training loss, called as `loss(output, labels)`."""
+        return gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def synthetic_labels(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        """Random labels with the shape and range the loss expects."""
+        return rng.integers(0, self.num_classes, size=(batch_size,)).astype(np.float32)
+
+
+_MODELS: dict[str, type[Model]] = {}
+
+
+def register_model(*model_ids: str) -> Callable[[type[Model]], type[Model]]:
+    """Class decorator: register `cls` as the implementation of `model_ids`."""
+
+    def decorate(cls: type[Model]) -> type[Model]:
+        for model_id in model_ids:
+            if model_id in _MODELS:
+                raise RuntimeError(
+                    f"model id {model_id!r} registered twice: by {_MODELS[model_id].__name__}"
+                    f" and {cls.__name__}"
+                )
+            _MODELS[model_id] = cls
+        cls.model_ids = tuple(model_ids)
+        return cls
+
+    return decorate
+
+
+def model_ids() -> list[str]:
+    """Every registered id, sorted."""
+    return sorted(_MODELS)
+
+
+def create_model(model_id: str) -> Model:
+    """The model registered as `model_id`; an unknown id is a BenchmarkError listing them."""
+    try:
+        cls = _MODELS[model_id]
+    except KeyError:
+        raise BenchmarkError(
+            f"unknown model {model_id!r}; known models: {', '.join(model_ids())}"
+        ) from None
+    return cls(model_id)

@@ -1,0 +1,136 @@
+"""The backend's command line (BACKENDS.md), parsed and checked without importing mxnet.
+
+Checking everything before the import matters twice: a bad value fails in milliseconds, and
+`--num_threads` must reach the environment before MXNet's engine starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from .errors import BenchmarkError
+
+DEVICES = ("cpu", "gpu")
+DTYPES = ("float32", "float16")
+KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
+GRAPH_BACKENDS = ("none", "onednn")
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def parse_bool(text: str) -> bool:
+    """`true/false/yes/no/on/off/1/0`, any case."""
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false/yes/no/on/off/1/0)")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything one benchmark run needs, validated."""
+
+    model: str
+    forward_only: bool
+    batch_size: int
+    num_batches: int
+    num_warmup_batches: int
+    num_gpus: int
+    device: str
+    dtype: str
+    data_dir: str
+    kv_store: str
+    num_threads: int
+    hybridize: bool
+    static_graph: bool
+    graph_backend: str
+    cudnn_autotune: bool
+    data_shuffle: bool
+    preprocess_threads: int
+    prefetch_buffer: int
+    learning_rate: float
+    seed: int
+
+    @property
+    def is_distributed(self) -> bool:
+        """True for the parameter-server kvstores, which need scheduler and servers."""
+        return self.kv_store.startswith("dist_")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises BenchmarkError instead of exiting, so failures still print the protocol."""
+
+    def error(self, message: str):  # noqa: D102
+        raise BenchmarkError(message)
+
+
+def _add_bool(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
+    # nargs="?" with const=True: a bare `--flag` means true, `--flag no` means false.
+    parser.add_argument(name, type=parse_bool, nargs="?", const=True, default=default,
+                        help=f"{help_text} (default: {str(default).lower()})")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise BenchmarkError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of `benchmarks.py`."""
+    p = _Parser(prog="benchmarks.py", description="MXNet benchmark backend of dlbs.")
+    p.add_argument("--model", required=True, help="model id; an unknown id lists the known ones")
+    _add_bool(p, "--forward_only", False, "inference if true, else training")
+    p.add_argument("--batch_size", type=int, default=16, help="per-device batch")
+    p.add_argument("--num_batches", type=int, default=10, help="timed iterations")
+    p.add_argument("--num_warmup_batches", type=int, default=2, help="untimed iterations first")
+    p.add_argument("--num_gpus", type=int, default=1, help="GPUs on this node: gpu(0..N-1)")
+    p.add_argument("--device", default="gpu", help="cpu or gpu (default: gpu)")
+    p.add_argument("--dtype", default="float32", help="float32 or float16")
+    p.add_argument("--data_dir", default="", help="empty: synthetic; else a .rec file or a "
+                   "directory with one (RecordIO through ImageRecordIter)")
+    p.add_argument("--kv_store", default="device", help=", ".join(KV_STORES))
+    p.add_argument("--num_threads", type=int, default=0,
+                   help="CPU threads for operators (OMP_NUM_THREADS); 0 keeps MXNet's choice")
+    _add_bool(p, "--hybridize", True, "run the network as a cached graph (Gluon hybridize)")
+    _add_bool(p, "--static_graph", True,
+              "hybridize with static_alloc and static_shape (memory planned once)")
+    p.add_argument("--graph_backend", default="none",
+                   help="subgraph backend for inference: none, or onednn (MXNet's MKLDNN "
+                   "fusion on CPU)")
+    _add_bool(p, "--cudnn_autotune", True, "let MXNet pick convolution algorithms on GPU")
+    _add_bool(p, "--data_shuffle", False, "shuffle RecordIO records")
+    p.add_argument("--preprocess_threads", type=int, default=4, help="RecordIO decoder threads")
+    p.add_argument("--prefetch_buffer", type=int, default=10, help="RecordIO batches prefetched")
+    p.add_argument("--learning_rate", type=float, default=0.01, help="SGD learning rate")
+    p.add_argument("--seed", type=int, default=1, help="seed of weights and synthetic data")
+    return p
+
+
+def parse_options(argv: list[str]) -> Options:
+    """Parse and validate `argv`; any problem is a BenchmarkError naming the flag."""
+    args = build_parser().parse_args(argv)
+    opts = Options(**vars(args))
+    _choice("device", opts.device, DEVICES)
+    _choice("dtype", opts.dtype, DTYPES)
+    _choice("kv_store", opts.kv_store, KV_STORES)
+    _choice("graph_backend", opts.graph_backend, GRAPH_BACKENDS)
+    for name in ("batch_size", "num_batches"):
+        if getattr(opts, name) < 1:
+            raise BenchmarkError(f"--{name} must be at least 1, got {getattr(opts, name)}")
+    for name in ("num_warmup_batches", "num_threads", "preprocess_threads", "prefetch_buffer"):
+        if getattr(opts, name) < 0:
+            raise BenchmarkError(f"--{name} must not be negative, got {getattr(opts, name)}")
+    if opts.device == "gpu" and opts.num_gpus < 1:
+        raise BenchmarkError(f"--num_gpus must be at least 1 with --device gpu, got "
+                             f"{opts.num_gpus}")
+    if opts.graph_backend != "none" and not opts.forward_only:
+        raise BenchmarkError("--graph_backend applies to inference only; add --forward_only")
+    if opts.graph_backend != "none" and not opts.hybridize:
+        raise BenchmarkError("--graph_backend needs --hybridize true")
+    if opts.graph_backend == "onednn" and opts.device != "cpu":
+        raise BenchmarkError("--graph_backend onednn is a CPU backend; use --device cpu")
+    return opts

@@ -1,0 +1,175 @@
+"""One benchmark run: contexts, kvstore, network, then warm-up and timed batches.
+
+Every batch, warm-up or timed, ends with `mx.nd.waitall()`: MXNet's engine is
+asynchronous, and without the wait a timer would measure how fast work is queued.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from .data import RecordIOBatches, SyntheticBatches
+from .errors import BenchmarkError
+from .models import Model, create_model
+from .options import Options
+
+#: The name MXNet 1.x registers its oneDNN (formerly MKL-DNN) CPU fusion backend under.
+ONEDNN_SUBGRAPH_BACKEND = "MKLDNN"
+
+
+@dataclass
+class Report:
+    """What rank 0 prints: timings and the facts around them."""
+
+    model_title: str
+    instances_per_batch: int
+    warmup_ms: list[float]
+    times_ms: list[float]
+    waits_ms: list[float]
+    mem_peak_mib: float
+    real_data: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def make_contexts(opts: Options) -> list[mx.Context]:
+    """`[cpu()]`, or `gpu(0) .. gpu(N-1)`: one process drives every GPU of its node."""
+    if opts.device == "cpu":
+        return [mx.cpu()]
+    try:
+        available = mx.context.num_gpus()
+    except mx.base.MXNetError as error:
+        raise BenchmarkError(f"--device gpu: MXNet cannot query GPUs: {error}") from error
+    if available < opts.num_gpus:
+        build = "" if mx.runtime.Features().is_enabled("CUDA") else " (this MXNet has no CUDA)"
+        raise BenchmarkError(
+            f"--num_gpus {opts.num_gpus} but MXNet sees {available} GPU(s){build}"
+        )
+    return [mx.gpu(index) for index in range(opts.num_gpus)]
+
+
+def make_kvstore(opts: Options) -> mx.kvstore.KVStore:
+    """The kvstore; a `dist_*` one joins the parameter server described by `DMLC_*`."""
+    if opts.is_distributed and "DMLC_PS_ROOT_URI" not in os.environ:
+        raise BenchmarkError(
+            f"--kv_store {opts.kv_store} needs a scheduler and servers (the DMLC_* "
+            "variables are not set); start the job with python -m "
+            "mxnet_benchmarks.launch_dist"
+        )
+    return mx.kv.create(opts.kv_store)
+
+
+def build_network(model: Model, opts: Options, contexts: list[mx.Context]) -> gluon.Block:
+    """The initialised, cast and (optionally) hybridized network."""
+    net = model.build()
+    net.initialize(mx.init.Xavier(magnitude=2.0), ctx=contexts)
+    if opts.dtype != "float32":
+        net.cast(opts.dtype)
+    if opts.hybridize:
+        backend = ONEDNN_SUBGRAPH_BACKEND if opts.graph_backend == "onednn" else None
+        net.hybridize(static_alloc=opts.static_graph, static_shape=opts.static_graph,
+                      backend=backend)
+    return net
+
+
+def _device_memory_mib(contexts: list[mx.Context]) -> float:
+    """Host peak RSS on CPU; on GPU the most memory in use on any of our cards.
+
+    MXNet 1.x has no per-process peak counter for GPUs, so the GPU figure is total minus
+    free memory sampled after each batch (other processes on the card would count too).
+    """
+    if contexts[0].device_type == "cpu":
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    used = []
+    for ctx in contexts:
+        free, total = mx.context.gpu_memory_info(ctx.device_id)
+        used.append((total - free) / 2**20)
+    return max(used)
+
+
+def _training_step(net, model: Model, opts: Options, contexts, kvstore,
+                   instances_per_batch: int) -> Callable[[list, list], None]:
+    loss_fn = model.loss()
+    optimizer = mx.optimizer.SGD(
+        learning_rate=opts.learning_rate, momentum=0.9, wd=1e-4,
+        multi_precision=opts.dtype == "float16",
+    )
+    # Gluon skips a local kvstore when there is one context (nothing to aggregate);
+    # dist kvstores are always used, and update weights on the servers.
+    trainer = gluon.Trainer(net.collect_params(), optimizer, kvstore=kvstore)
+
+    def step(data: list, labels: list) -> None:
+        with autograd.record():
+            losses = [loss_fn(net(x).astype("float32"), y) for x, y in zip(data, labels)]
+        autograd.backward(losses)
+        # The gradient is a sum over the job's batch; the step divides by that size.
+        trainer.step(instances_per_batch)
+
+    return step
+
+
+def _inference_step(net) -> Callable[[list, list], None]:
+    def step(data: list, labels: list) -> None:
+        for x in data:
+            net(x)
+
+    return step
+
+
+def run(opts: Options) -> tuple[Report, int]:
+    """Run the benchmark; return the report and this process's rank (0 prints it)."""
+    model = create_model(opts.model)
+    mx.random.seed(opts.seed)
+    contexts = make_contexts(opts)
+    kvstore = make_kvstore(opts)
+    rank, num_workers = kvstore.rank, kvstore.num_workers
+    instances_per_batch = opts.batch_size * len(contexts) * num_workers
+
+    if opts.data_dir:
+        batches = RecordIOBatches(
+            model, opts.data_dir, opts.batch_size, contexts, opts.dtype, opts.data_shuffle,
+            opts.preprocess_threads, opts.prefetch_buffer, num_parts=num_workers,
+            part_index=rank, seed=opts.seed,
+        )
+    else:
+        batches = SyntheticBatches(model, opts.batch_size, contexts, opts.dtype,
+                                   opts.seed + rank)
+
+    net = build_network(model, opts, contexts)
+    if opts.forward_only:
+        step = _inference_step(net)
+    else:
+        step = _training_step(net, model, opts, contexts, kvstore, instances_per_batch)
+
+    mem_peak = 0.0
+
+    def timed_batch() -> tuple[float, float]:
+        nonlocal mem_peak
+        start = time.perf_counter()
+        data, labels, waited_ms = batches.next()
+        step(data, labels)
+        mx.nd.waitall()
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        mem_peak = max(mem_peak, _device_memory_mib(contexts))
+        return elapsed_ms, waited_ms
+
+    warmup_ms = [timed_batch()[0] for _ in range(opts.num_warmup_batches)]
+    if num_workers > 1:
+        kvstore._barrier()  # every worker starts its timed batches together
+    times_ms, waits_ms = [], []
+    for _ in range(opts.num_batches):
+        elapsed_ms, waited_ms = timed_batch()
+        times_ms.append(elapsed_ms)
+        waits_ms.append(waited_ms)
+    report = Report(
+        model_title=model.title, instances_per_batch=instances_per_batch,
+        warmup_ms=warmup_ms, times_ms=times_ms, waits_ms=waits_ms, mem_peak_mib=mem_peak,
+        real_data=bool(opts.data_dir),
+    )
+    return report, rank
