@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "print-config": ("dlbs.cli.print_config", "print the merged spec (defaults, includes, file, CLI)"),
     "help": ("dlbs.cli.help", "show parameter documentation from the configs"),
     "list": ("dlbs.cli.list", "list models, frameworks or targets"),
+    "parse": ("dlbs.cli.parse", "read experiment logs (DLBS's too) and print them as JSON or CSV"),
+    "report": ("dlbs.cli.report", "regular, weak or strong scaling tables from logs or DBs"),
 }
 
 

@@ -1,0 +1,166 @@
+"""The log protocol: `__<key>__=<json>` lines, as backends, the run loop and DLBS print them.
+
+A log is read line by line and never held in memory. A line counts when, after optional
+blanks and an optional launcher rank prefix (`0: ` from `srun --label`, `[default0]:` from
+torchrun, `[1,0]<stdout>:` from mpirun, `[rank0]:` from PyTorch), it starts with
+`__<key>__=`; the rest of the line is a JSON value. The last occurrence of a key wins
+(DLBS appended re-runs to the same file). Every other line is ignored; a matching line whose
+value is not JSON is counted, not fatal: a killed backend may leave half a line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from dlbs.errors import ResultsError
+
+# Statuses the engine records (BACKENDS.md, issue 3); a backend itself prints ok or failure.
+STATUSES: tuple[str, ...] = ("ok", "failure", "skipped", "interrupted", "timeout", "cancelled")
+
+_PREFIX = r"[ \t]*(?:(?:\d+|\[[^\]\r\n]*\](?:<\w+>)?)[ \t]*:[ \t]*)?"
+_KEY = r"__(?P<key>[A-Za-z0-9_.\-]+?)__="
+_LINE_STR = re.compile(_PREFIX + _KEY + r"(?P<value>.*)", re.DOTALL)
+_LINE_BYTES = re.compile(_PREFIX.encode() + _KEY.encode() + rb"(?P<value>.*)", re.DOTALL)
+
+_READ_BUFFER = 1 << 20
+
+
+@dataclass
+class ParsedLog:
+    """What one log (or one stream of lines) holds.
+
+    `values` maps each key to the last value seen; `lines` counts every line read,
+    `matched` the protocol lines whose value parsed, `unparsable` those whose value did not.
+    """
+
+    values: dict[str, Any] = field(default_factory=dict)
+    lines: int = 0
+    matched: int = 0
+    unparsable: int = 0
+    path: str | None = None
+
+
+def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
+    """JSON value of `raw`; (False, None) when it is not JSON.
+
+    orjson is the fast path; Python's json is the fallback because `json.dumps` in a
+    backend writes NaN and Infinity, which orjson (strict JSON) refuses.
+    """
+    try:
+        return True, orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return True, json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return False, None
+
+
+class ProtocolParser:
+    """Incremental parser: feed lines (str or bytes) as they arrive, read `result` at any time."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.result = ParsedLog(path=path)
+
+    def feed(self, line: str | bytes) -> None:
+        """Read one line (with or without its line ending)."""
+        self.feed_lines((line,))
+
+    def feed_lines(self, lines: Iterable[str | bytes]) -> None:
+        """Read many lines; the loop is kept tight because logs can be large."""
+        result = self.result
+        values = result.values
+        count = matched = unparsable = 0
+        for line in lines:
+            count += 1
+            if isinstance(line, bytes):
+                # The substring test rejects most lines before the regex runs.
+                if b"__=" not in line:
+                    continue
+                match = _LINE_BYTES.match(line)
+                if match is None:
+                    continue
+                key = match.group("key").decode("ascii")
+            else:
+                if "__=" not in line:
+                    continue
+                match = _LINE_STR.match(line)
+                if match is None:
+                    continue
+                key = match.group("key")
+            ok, value = _decode_value(match.group("value"))
+            if ok:
+                values[key] = value
+                matched += 1
+            else:
+                unparsable += 1
+        result.lines += count
+        result.matched += matched
+        result.unparsable += unparsable
+
+
+def parse_lines(lines: Iterable[str | bytes], path: str | None = None) -> ParsedLog:
+    """Parse an iterable of lines (str or bytes) in the `__key__=json` protocol."""
+    parser = ProtocolParser(path)
+    parser.feed_lines(lines)
+    return parser.result
+
+
+def parse_log(path: str | os.PathLike[str]) -> ParsedLog:
+    """Parse one log file; raise ResultsError when it cannot be read."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb", buffering=_READ_BUFFER) as stream:
+            return parse_lines(stream, path=name)
+    except OSError as error:
+        raise ResultsError(f"cannot read log {name}: {error.strerror or error}") from error
+
+
+def judge_status(values: dict[str, Any]) -> dict[str, Any]:
+    """Return `values` with `results.status` set the way DLBS judged a log without one.
+
+    A log without `results.status` (a DLBS log, or a backend killed before it printed one)
+    is ok when `results.time` is a positive number, else a failure with a reason.
+    """
+    judged = dict(values)
+    if "results.status" in judged:
+        return judged
+    batch_time = judged.get("results.time")
+    if _is_positive_number(batch_time):
+        judged["results.status"] = "ok"
+    else:
+        judged["results.status"] = "failure"
+        judged.setdefault(
+            "results.status_msg",
+            "the log has no results.status and no positive results.time",
+        )
+    return judged
+
+
+def _is_positive_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def experiment_from_log(parsed: ParsedLog) -> dict[str, Any]:
+    """One experiment (flat dict of `exp.*`, `results.*`, ... keys) from a parsed log.
+
+    The status is judged as `judge_status` says; `exp.log_file` is set to the file read when
+    the log does not name one itself.
+    """
+    experiment = judge_status(parsed.values)
+    if parsed.path is not None and "exp.log_file" not in experiment:
+        experiment["exp.log_file"] = parsed.path
+    return experiment

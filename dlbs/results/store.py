@@ -1,0 +1,521 @@
+"""The results store: every attempt of every experiment in one SQLite database.
+
+One row per attempt. `record_start` writes the row before the backend runs, `record_end`
+completes it; a row that was started but never ended is an attempt cut off by a crash of
+`dlbs` (or a SLURM job still to re-attach, when it has a job id). Each write is one
+transaction, the database runs in WAL mode, so a `kill -9` at any moment leaves every
+committed attempt intact and nothing half-written.
+
+The schema carries a version (`PRAGMA user_version`) and an application id: a newer
+database is refused, an older one is migrated in one transaction, a foreign SQLite file is
+refused. The layout is documented in docs/results.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from dlbs.errors import ResultsError
+from dlbs.results.protocol import STATUSES
+
+SCHEMA_VERSION = 1
+# PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
+APPLICATION_ID = 0x646C6273
+# What `latest_status` says about an attempt that began and never ended.
+STARTED = "started"
+
+_BUSY_TIMEOUT_S = 30.0
+
+# Version 1 of the layout. Changing it means SCHEMA_VERSION + 1 and a MIGRATIONS entry
+# (the status list is spelled out, not taken from STATUSES, for that reason).
+_SCHEMA = """
+CREATE TABLE attempts (
+    exp_id      TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    status      TEXT    CHECK (status IS NULL OR status IN
+                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
+    status_msg  TEXT,
+    params      TEXT    NOT NULL,
+    results     TEXT,
+    log_path    TEXT,
+    environment TEXT,
+    job_id      TEXT,
+    started_at  TEXT    NOT NULL,
+    ended_at    TEXT,
+    PRIMARY KEY (exp_id, attempt),
+    CHECK ((status IS NULL) = (ended_at IS NULL))
+);
+CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL;
+CREATE VIEW experiments AS
+    SELECT a.* FROM attempts AS a
+    WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id);
+CREATE TABLE oom_limits (
+    framework     TEXT    NOT NULL,
+    device_type   TEXT    NOT NULL,
+    model         TEXT    NOT NULL,
+    dtype         TEXT    NOT NULL,
+    phase         TEXT    NOT NULL,
+    replica_batch INTEGER NOT NULL,
+    exp_id        TEXT,
+    recorded_at   TEXT    NOT NULL,
+    PRIMARY KEY (framework, device_type, model, dtype, phase)
+);
+"""
+
+# version N -> function that upgrades a database from N to N + 1 inside a transaction.
+# Empty while version 1 is the only one ever released; tests exercise the mechanism.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+_COLUMNS = (
+    "exp_id, attempt, status, status_msg, params, results, log_path, environment, job_id, "
+    "started_at, ended_at"
+)
+
+
+def utc_now() -> str:
+    """Current time as ISO-8601 UTC with milliseconds (sorts as text)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _timestamp(value: datetime | str | None) -> str:
+    if value is None:
+        return utc_now()
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()
+        return value.astimezone(UTC).isoformat(timespec="milliseconds")
+    return value
+
+
+def _dumps(value: Any) -> str:
+    # default=str: a parameter of an odd type is kept as its text instead of losing the row.
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _loads(text: str | None) -> Any:
+    return {} if text is None else orjson.loads(text)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of one experiment as stored."""
+
+    exp_id: str
+    attempt: int
+    status: str | None
+    status_msg: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    log_path: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    job_id: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the attempt was completed (with any status)."""
+        return self.ended_at is not None
+
+    def as_experiment(self) -> dict[str, Any]:
+        """The attempt as a flat experiment dict, as `dlbs parse` gives one from a log.
+
+        The stored status wins over a `results.status` the backend printed (the engine
+        may have judged a timeout); an attempt that never ended reads as `started`.
+        """
+        experiment = dict(self.params)
+        experiment.update(self.results)
+        experiment["exp.id"] = self.exp_id
+        experiment["results.status"] = self.status or STARTED
+        if self.status_msg is not None:
+            experiment["results.status_msg"] = self.status_msg
+        else:
+            experiment.pop("results.status_msg", None)
+        experiment["results.attempt"] = self.attempt
+        if self.log_path is not None:
+            experiment["results.log_file"] = self.log_path
+        if self.started_at is not None:
+            experiment.setdefault("results.start_time", self.started_at)
+        if self.ended_at is not None:
+            experiment.setdefault("results.end_time", self.ended_at)
+        return experiment
+
+
+def _attempt_from_row(row: tuple[Any, ...]) -> Attempt:
+    return Attempt(
+        exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
+        params=_loads(row[4]), results=_loads(row[5]), log_path=row[6],
+        environment=_loads(row[7]), job_id=row[8], started_at=row[9], ended_at=row[10],
+    )
+
+
+def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` starts with SQLite's file header (so `dlbs report` can tell DBs from logs)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+class ResultsStore:
+    """A results database; use as a context manager or call `close()`.
+
+    Not shared between threads: open one per thread or process (SQLite serializes the
+    writers; readers such as `dlbs report` never block a running sweep in WAL mode).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], create: bool = True) -> None:
+        self.path = os.fspath(path)
+        if not create and not os.path.isfile(self.path):
+            raise ResultsError(f"no results database at {self.path}")
+        if create:
+            parent = os.path.dirname(os.path.abspath(self.path))
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError as error:
+                raise ResultsError(
+                    f"cannot create the folder of results database {self.path}: "
+                    f"{error.strerror or error}"
+                ) from error
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None
+            )
+        except sqlite3.Error as error:
+            raise ResultsError(f"cannot open results database {self.path}: {error}") from error
+        try:
+            self._open()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # -- opening, versions ----------------------------------------------------------------
+
+    def _open(self) -> None:
+        with self._errors("open"):
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            application_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
+            self._check_identity(version, application_id)
+            if version == 0:
+                self._check_empty()  # before WAL: never touch a foreign database
+            if self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+                raise ResultsError(
+                    f"results database {self.path}: cannot switch to WAL journal mode",
+                    hint="keep the database on a local file system",
+                )
+            # NORMAL in WAL mode: a committed transaction survives the death of the process
+            # (kill -9); only a power cut may lose the newest commits, never consistency.
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            with self._transaction():
+                # Read again inside the write lock: another process may have created or
+                # migrated the database since we looked.
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0:
+                    self._check_empty()
+                    for statement in _split_sql(_SCHEMA):
+                        self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                elif version < SCHEMA_VERSION:
+                    self._migrate(version)
+
+    def _check_identity(self, version: int, application_id: int) -> None:
+        if application_id not in (0, APPLICATION_ID):
+            raise ResultsError(
+                f"{self.path} is an SQLite database, but not a dlbs results database "
+                f"(application id {application_id:#x})"
+            )
+        if version > SCHEMA_VERSION:
+            raise ResultsError(
+                f"results database {self.path} has schema version {version}; "
+                f"this dlbs reads versions up to {SCHEMA_VERSION}",
+                hint="use a newer dlbs to read it",
+            )
+
+    def _check_empty(self) -> None:
+        tables = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables:
+            raise ResultsError(
+                f"{self.path} is an SQLite database, but not a dlbs results database "
+                "(it has tables and no dlbs schema version)"
+            )
+
+    def _migrate(self, version: int) -> None:
+        while version < SCHEMA_VERSION:
+            step = MIGRATIONS.get(version)
+            if step is None:
+                raise ResultsError(
+                    f"results database {self.path} has schema version {version}, "
+                    f"which this dlbs cannot migrate to {SCHEMA_VERSION}"
+                )
+            step(self._conn)
+            version += 1
+            self._conn.execute(f"PRAGMA user_version={version}")
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise ResultsError(
+                f"results database {self.path}: cannot {action}: {error}",
+                hint="is it a dlbs results database on a writable, local file system?",
+            ) from error
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock at once, so two writers queue instead of one of
+        # them failing at commit time.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._errors(action), self._transaction() as conn:
+            yield conn
+
+    def close(self) -> None:
+        """Close the connection (committed data is already on disk)."""
+        self._conn.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- attempts -------------------------------------------------------------------------
+
+    def next_attempt(self, exp_id: str) -> int:
+        """The number the next attempt of `exp_id` gets (1 for a new experiment)."""
+        with self._errors("read attempts"):
+            row = self._conn.execute(
+                "SELECT MAX(attempt) FROM attempts WHERE exp_id = ?", (exp_id,)
+            ).fetchone()
+        return 1 if row[0] is None else int(row[0]) + 1
+
+    def record_start(
+        self,
+        exp_id: str,
+        attempt: int,
+        params: Mapping[str, Any],
+        *,
+        log_path: str | None = None,
+        environment: Mapping[str, Any] | None = None,
+        job_id: str | None = None,
+        started_at: datetime | str | None = None,
+    ) -> None:
+        """Record that an attempt begins, before its backend (or job) starts."""
+        with self._write(f"record the start of {exp_id} attempt {attempt}") as conn:
+            self._insert(conn, exp_id, attempt, params, None, None, None, log_path,
+                         environment, job_id, _timestamp(started_at), None)
+
+    def record_end(
+        self,
+        exp_id: str,
+        attempt: int,
+        status: str,
+        *,
+        status_msg: str | None = None,
+        results: Mapping[str, Any] | None = None,
+        ended_at: datetime | str | None = None,
+    ) -> None:
+        """Complete a started attempt with its status, reason and results."""
+        _check_status(status)
+        with self._write(f"record the end of {exp_id} attempt {attempt}") as conn:
+            cursor = conn.execute(
+                "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ? "
+                "WHERE exp_id = ? AND attempt = ? AND ended_at IS NULL",
+                (status, status_msg, _dumps(dict(results or {})), _timestamp(ended_at),
+                 exp_id, attempt),
+            )
+            if cursor.rowcount != 1:
+                raise ResultsError(
+                    f"results database {self.path}: experiment {exp_id} has no open "
+                    f"attempt {attempt} to end"
+                )
+
+    def record_attempt(
+        self,
+        exp_id: str,
+        attempt: int,
+        params: Mapping[str, Any],
+        status: str,
+        *,
+        status_msg: str | None = None,
+        results: Mapping[str, Any] | None = None,
+        log_path: str | None = None,
+        environment: Mapping[str, Any] | None = None,
+        at: datetime | str | None = None,
+    ) -> None:
+        """Record a whole attempt at once: one that never ran (skipped, cancelled early)."""
+        _check_status(status)
+        when = _timestamp(at)
+        with self._write(f"record {exp_id} attempt {attempt}") as conn:
+            self._insert(conn, exp_id, attempt, params, status, status_msg, results,
+                         log_path, environment, None, when, when)
+
+    def _insert(
+        self, conn: sqlite3.Connection, exp_id: str, attempt: int, params: Mapping[str, Any],
+        status: str | None, status_msg: str | None, results: Mapping[str, Any] | None,
+        log_path: str | None, environment: Mapping[str, Any] | None, job_id: str | None,
+        started_at: str, ended_at: str | None,
+    ) -> None:
+        try:
+            conn.execute(
+                f"INSERT INTO attempts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (exp_id, attempt, status, status_msg, _dumps(dict(params)),
+                 None if results is None else _dumps(dict(results)), log_path,
+                 _dumps(dict(environment or {})), job_id, started_at, ended_at),
+            )
+        except sqlite3.IntegrityError as error:
+            raise ResultsError(
+                f"results database {self.path}: experiment {exp_id} already has "
+                f"attempt {attempt}",
+                hint="take the number from next_attempt()",
+            ) from error
+
+    def set_job_id(self, exp_id: str, attempt: int, job_id: str) -> None:
+        """Remember the scheduler's job id of an open attempt, to re-attach to it later."""
+        with self._write(f"set the job id of {exp_id} attempt {attempt}") as conn:
+            cursor = conn.execute(
+                "UPDATE attempts SET job_id = ? "
+                "WHERE exp_id = ? AND attempt = ? AND ended_at IS NULL",
+                (str(job_id), exp_id, attempt),
+            )
+            if cursor.rowcount != 1:
+                raise ResultsError(
+                    f"results database {self.path}: experiment {exp_id} has no open "
+                    f"attempt {attempt}"
+                )
+
+    def pending_jobs(self) -> list[Attempt]:
+        """Open attempts that have a job id: scheduler jobs to re-attach to."""
+        return self._select("WHERE ended_at IS NULL AND job_id IS NOT NULL")
+
+    def unfinished(self) -> list[Attempt]:
+        """Open attempts without a job id: cut off by an interrupt or a crash of dlbs."""
+        return self._select("WHERE ended_at IS NULL AND job_id IS NULL")
+
+    def latest_attempt(self, exp_id: str) -> Attempt | None:
+        """The newest attempt of `exp_id`, or None when it was never recorded."""
+        found = self._select("WHERE exp_id = ? ORDER BY attempt DESC LIMIT 1", (exp_id,))
+        return found[0] if found else None
+
+    def latest_status(self, exp_id: str) -> str | None:
+        """Status of the newest attempt: None if never recorded, STARTED if it never ended."""
+        with self._errors("read attempts"):
+            row = self._conn.execute(
+                "SELECT status FROM attempts WHERE exp_id = ? ORDER BY attempt DESC LIMIT 1",
+                (exp_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return row[0] or STARTED
+
+    def latest_statuses(self) -> dict[str, str]:
+        """`latest_status` of every recorded experiment, in one query (for large sweeps)."""
+        with self._errors("read attempts"):
+            rows = self._conn.execute("SELECT exp_id, status FROM experiments").fetchall()
+        return {exp_id: status or STARTED for exp_id, status in rows}
+
+    def attempts(self, exp_id: str | None = None, latest_only: bool = False) -> list[Attempt]:
+        """Stored attempts, oldest first; of one experiment, or the newest of each."""
+        table = "experiments" if latest_only else "attempts"
+        if exp_id is None:
+            return self._select("ORDER BY started_at, exp_id, attempt", table=table)
+        return self._select("WHERE exp_id = ? ORDER BY attempt", (exp_id,), table=table)
+
+    def experiments(self) -> Iterator[dict[str, Any]]:
+        """The newest attempt of every experiment as a flat dict (see Attempt.as_experiment)."""
+        for attempt in self.attempts(latest_only=True):
+            yield attempt.as_experiment()
+
+    def _select(
+        self, where: str, parameters: tuple[Any, ...] = (), table: str = "attempts"
+    ) -> list[Attempt]:
+        with self._errors("read attempts"):
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM {table} {where}", parameters
+            ).fetchall()
+        return [_attempt_from_row(row) for row in rows]
+
+    # -- remembered out-of-memory failures ------------------------------------------------
+
+    def record_oom(
+        self, framework: str, device_type: str, model: str, dtype: str, phase: str,
+        replica_batch: int, exp_id: str | None = None,
+    ) -> None:
+        """Remember that `replica_batch` ran out of memory; the smallest such batch is kept."""
+        with self._write("record an out-of-memory failure") as conn:
+            conn.execute(
+                "INSERT INTO oom_limits (framework, device_type, model, dtype, phase, "
+                "replica_batch, exp_id, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (framework, device_type, model, dtype, phase) DO UPDATE SET "
+                "replica_batch = excluded.replica_batch, exp_id = excluded.exp_id, "
+                "recorded_at = excluded.recorded_at "
+                "WHERE excluded.replica_batch < oom_limits.replica_batch",
+                (framework, device_type, model, dtype, phase, int(replica_batch), exp_id,
+                 utc_now()),
+            )
+
+    def oom_limit(
+        self, framework: str, device_type: str, model: str, dtype: str, phase: str
+    ) -> int | None:
+        """Smallest replica batch known to run out of memory for this combination, or None."""
+        with self._errors("read out-of-memory limits"):
+            row = self._conn.execute(
+                "SELECT replica_batch FROM oom_limits WHERE framework = ? AND "
+                "device_type = ? AND model = ? AND dtype = ? AND phase = ?",
+                (framework, device_type, model, dtype, phase),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def oom_limits(self) -> list[dict[str, Any]]:
+        """Every remembered out-of-memory limit (for `dlbs report` and debugging)."""
+        with self._errors("read out-of-memory limits"):
+            rows = self._conn.execute(
+                "SELECT framework, device_type, model, dtype, phase, replica_batch, exp_id, "
+                "recorded_at FROM oom_limits ORDER BY framework, model, dtype, phase"
+            ).fetchall()
+        names = ("framework", "device_type", "model", "dtype", "phase", "replica_batch",
+                 "exp_id", "recorded_at")
+        return [dict(zip(names, row)) for row in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's own consistency check: 'ok' for a sound database."""
+        with self._errors("check integrity"):
+            return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise ResultsError(
+            f"unknown experiment status {status!r}; expected one of {', '.join(STATUSES)}"
+        )
+
+
+def _split_sql(script: str) -> list[str]:
+    # executescript() would COMMIT our transaction first; run the statements one by one.
+    return [statement.strip() for statement in script.split(";\n") if statement.strip()]
