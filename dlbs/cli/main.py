@@ -35,7 +35,8 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported to add its arguments."""
     parser = _Parser(prog="dlbs", description="Deep-learning benchmarking suite.")
     parser.add_argument("--version", action="version", version=f"dlbs {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -44,13 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         command_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                     help="show tracebacks for errors")
-        importlib.import_module(module_name).add_arguments(command_parser)
+        if name == command:
+            importlib.import_module(module_name).add_arguments(command_parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    command = next((token for token in argv if token in COMMANDS), None)
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

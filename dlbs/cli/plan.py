@@ -1,0 +1,51 @@
+"""`dlbs plan`: print or write the resolved plan."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.errors import DlbsError
+from dlbs.plan.builder import ID, Planner
+from dlbs.plan.writers import FORMATS, write_plan
+from dlbs.util.atomic import atomic_writer
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("--format", choices=FORMATS, default="json",
+                        help="json: one list; jsonl: one experiment a line; table; csv")
+    parser.add_argument("--keys", metavar="K1,K2,...",
+                        help="only these parameters (default: all; table and csv: the swept ones)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the plan to FILE atomically (for `dlbs run --plan FILE`)")
+
+
+def default_keys(planner: Planner) -> list[str]:
+    """The columns that tell a plan's experiments apart: the id, then what the sweep varies."""
+    keys = [ID] if ID in planner.params else []
+    keys += [name for name in planner.varying if name != ID and not name.startswith("__")]
+    return keys
+
+
+def run(args: argparse.Namespace) -> int:
+    planner = Planner(spec_from_args(args))
+    keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
+    if keys is None and args.format in ("table", "csv"):
+        keys = default_keys(planner)
+    if args.output:
+        with atomic_writer(args.output, "wb") as out:
+            count = write_plan(planner.experiments(), out, args.format, keys)
+        print(f"dlbs: wrote {count} experiments to {args.output}", file=sys.stderr)
+        return 0
+    out = sys.stdout.buffer
+    try:
+        write_plan(planner.experiments(), out, args.format, keys)
+    except DlbsError as error:
+        if planner.count:
+            out.flush()
+            error.message += f" (after {planner.count} experiments were written)"
+        raise
+    out.flush()
+    return 0

@@ -1,0 +1,26 @@
+"""The spec options that plan, validate, print-config and run share."""
+
+from __future__ import annotations
+
+import argparse
+
+from dlbs.config.loader import load_spec
+from dlbs.config.spec import Spec
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser, config_required: bool = False) -> None:
+    parser.add_argument("--config", "-c", metavar="FILE", required=config_required,
+                        help="experiment spec (.json, .yaml or .yml)")
+    parser.add_argument("-P", dest="params", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a parameter (VALUE is JSON when it parses as JSON)")
+    parser.add_argument("-V", dest="variables", action="append", default=[],
+                        metavar="NAME=LIST", help="set or add a sweep axis (a JSON list)")
+    parser.add_argument("-E", dest="extensions", action="append", default=[], metavar="JSON",
+                        help="append an extension (a JSON object)")
+    parser.add_argument("--no-defaults", "--discard-default-config", dest="no_defaults",
+                        action="store_true", help="load no default config")
+
+
+def spec_from_args(args: argparse.Namespace) -> Spec:
+    return load_spec(args.config, defaults=not args.no_defaults, params=args.params,
+                     variables=args.variables, extensions=args.extensions)

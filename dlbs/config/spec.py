@@ -1,0 +1,92 @@
+"""The data model of a spec: parameter definitions, sweep axes and extensions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ParamDef:
+    """One parameter as the merged layers define it."""
+
+    name: str
+    value: Any
+    source: str
+    type: str | None = None
+    desc: str = ""
+    choices: list[Any] | None = None
+    regex: re.Pattern[str] | None = None
+    # The value describes the host (interpreter, cache path), not the experiment: it is left
+    # out of exp.id so that the same experiment keeps its id on another machine.
+    host: bool = False
+
+    def definition(self) -> dict[str, Any]:
+        """This definition as a spec object (for `print-config` and `help`)."""
+        out: dict[str, Any] = {"val": self.value}
+        if self.type:
+            out["type"] = self.type
+        if self.desc:
+            out["desc"] = self.desc
+        if self.choices is not None:
+            out["choices"] = self.choices
+        if self.regex is not None:
+            out["regex"] = self.regex.pattern
+        if self.host:
+            out["host"] = True
+        return out
+
+
+@dataclass(slots=True)
+class Axis:
+    """One sweep axis: a parameter's values, or objects that set several keys together."""
+
+    name: str
+    items: list[Any]
+    source: str
+    zipped: bool = False
+
+
+@dataclass(slots=True)
+class Extension:
+    """A conditional: when every test holds, set `parameters` (once per case)."""
+
+    condition: dict[str, Any]
+    parameters: dict[str, Any]
+    cases: list[dict[str, Any]]
+    source: str
+
+
+@dataclass(slots=True)
+class Spec:
+    """Everything the layers (defaults, includes, the user's file, the CLI) define, merged."""
+
+    params: dict[str, ParamDef] = field(default_factory=dict)
+    axes: dict[str, Axis] = field(default_factory=dict)
+    extensions: list[Extension] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def to_document(self) -> dict[str, Any]:
+        """The merged spec as one spec document."""
+        params: dict[str, Any] = {}
+        for name, definition in self.params.items():
+            plain = (definition.type is None and not definition.desc and definition.choices is None
+                     and definition.regex is None and not definition.host)
+            params[name] = definition.value if plain and not _looks_like_definition(
+                definition.value) else definition.definition()
+        return {
+            "parameters": params,
+            "variables": {name: axis.items for name, axis in self.axes.items()},
+            "extensions": [
+                {"condition": ext.condition, "parameters": ext.parameters, "cases": ext.cases}
+                for ext in self.extensions
+            ],
+        }
+
+
+DEFINITION_KEYS = ("val", "type", "desc", "choices", "regex", "val_domain", "val_regex", "host")
+
+
+def _looks_like_definition(value: Any) -> bool:
+    return isinstance(value, dict) and "val" in value

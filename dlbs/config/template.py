@@ -1,0 +1,170 @@
+"""Parse spec strings into templates of literals, `${name}`/`$<name>` references and `$(...)$`.
+
+Parsing happens once per distinct string; resolution then walks the parsed parts. The
+grammar (LANGUAGE.md sections 4 and 5):
+
+- `$${`, `$$<`, `$$(` are the literal texts `${`, `$<`, `$(`;
+- `${NAME}` / `$<NAME>` reference a parameter; NAME may itself hold references, resolved
+  innermost first (`${${exp.framework}.docker_image}`);
+- `$( EXPR )$` is a computed value; EXPR may hold references but not another `$(`;
+- any other `$` (such as shell's `$HOME`) is literal text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dlbs.errors import ConfigError
+
+_OPENERS = {"{": "}", "<": ">"}
+_ESCAPABLE = "{<("
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference; `name` is a plain string, or a Template when the name is computed."""
+
+    name: str | Template
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A `$( ... )$` computed value; its body is rendered, then evaluated."""
+
+    body: Template
+
+
+Part = str | Ref | Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A parsed string: literal text interleaved with references and expressions."""
+
+    parts: tuple[Part, ...]
+    # Names referenced directly (not through a computed name).
+    static_refs: frozenset[str] = field(default=frozenset())
+    # True when some referenced name is computed, so the dependencies are unknown until then.
+    dynamic: bool = False
+
+    @property
+    def single(self) -> Ref | Expr | None:
+        """The one reference or expression that makes up the whole string, if that is so."""
+        if len(self.parts) == 1 and not isinstance(self.parts[0], str):
+            return self.parts[0]
+        return None
+
+    @property
+    def is_literal(self) -> bool:
+        return all(isinstance(part, str) for part in self.parts)
+
+
+def escape(text: str) -> str:
+    """Return a template string that renders to exactly `text`."""
+    if "$" not in text:
+        return text
+    for opener in _ESCAPABLE:
+        text = text.replace("$" + opener, "$$" + opener)
+    return text
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.closed = False
+
+    def fail(self, problem: str) -> ConfigError:
+        return ConfigError(f"{problem} in {self.text!r}")
+
+    def parse(self, closer: str | None = None, in_expression: bool = False) -> Template:
+        """Parse until `closer` (`}` or `>` for a name, `)$` for an expression) or the end."""
+        text, parts, literal = self.text, [], []
+        static_refs: set[str] = set()
+        dynamic = False
+        while self.pos < len(text):
+            if closer is not None and text.startswith(closer, self.pos):
+                self.pos += len(closer)
+                self.closed = True
+                return _build(parts, literal, static_refs, dynamic)
+            char = text[self.pos]
+            if char != "$":
+                nxt = text.find("$", self.pos)
+                end = len(text) if nxt < 0 else nxt
+                if closer is not None:
+                    close_at = text.find(closer, self.pos, end + len(closer) - 1)
+                    if close_at >= 0:
+                        end = close_at
+                literal.append(text[self.pos:end])
+                self.pos = end
+                continue
+            after = text[self.pos + 1:self.pos + 2]
+            if after == "$" and text[self.pos + 2:self.pos + 3] in _ESCAPABLE and \
+                    text[self.pos + 2:self.pos + 3]:
+                literal.append("$" + text[self.pos + 2])
+                self.pos += 3
+            elif after in _OPENERS:
+                start = self.pos
+                self.pos += 2
+                name = self.parse(closer=_OPENERS[after], in_expression=in_expression)
+                if not self.closed:
+                    raise self.fail(f"unbalanced reference {text[start:start + 2]!r} (no closing "
+                                    f"{_OPENERS[after]!r})")
+                if name.is_literal:
+                    plain = "".join(name.parts)
+                    if not plain.strip():
+                        raise self.fail("empty reference")
+                    static_refs.add(plain)
+                    ref = Ref(plain)
+                else:
+                    dynamic = True
+                    static_refs |= name.static_refs
+                    ref = Ref(name)
+                _flush(parts, literal)
+                parts.append(ref)
+            elif after == "(":
+                if in_expression:
+                    raise self.fail("an expression cannot contain another '$('")
+                start = self.pos
+                self.pos += 2
+                body = self.parse(closer=")$", in_expression=True)
+                if not self.closed:
+                    raise self.fail("unbalanced expression '$(' (no closing ')$')")
+                if not body.parts:
+                    raise self.fail(f"empty expression {text[start:self.pos]!r}")
+                static_refs |= body.static_refs
+                dynamic = dynamic or body.dynamic
+                _flush(parts, literal)
+                parts.append(Expr(body))
+            else:
+                literal.append("$")
+                self.pos += 1
+        # Ran off the end: the caller reports the opener that is not closed.
+        self.closed = False
+        return _build(parts, literal, static_refs, dynamic)
+
+
+def _flush(parts: list[Part], literal: list[str]) -> None:
+    if literal:
+        parts.append("".join(literal))
+        literal.clear()
+
+
+def _build(parts: list[Part], literal: list[str], refs: set[str], dynamic: bool) -> Template:
+    _flush(parts, literal)
+    return Template(tuple(parts), frozenset(refs), dynamic)
+
+
+_cache: dict[str, Template] = {}
+
+
+def parse(text: str) -> Template:
+    """Parse `text` (cached: specs repeat the same strings across thousands of experiments)."""
+    template = _cache.get(text)
+    if template is None:
+        if "$" not in text:
+            template = Template((text,) if text else ())
+        else:
+            template = _Parser(text).parse()
+        _cache[text] = template
+    return template

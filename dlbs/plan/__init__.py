@@ -1,0 +1,1 @@
+"""Sweep expansion, extensions, resolution and validation; returns plain data."""

@@ -1,0 +1,308 @@
+"""Turn a merged Spec into its experiments: the sweep's product, extensions, resolution, ids.
+
+Experiments are produced one at a time (a generator) so that a plan of 100,000 streams in
+flat memory. Each is a plain dict of resolved, typed, checked parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dlbs.config.spec import Extension, ParamDef, Spec
+from dlbs.config.template import escape
+from dlbs.config.values import render
+from dlbs.errors import ConfigError
+from dlbs.plan.graph import sweep_dependencies
+from dlbs.plan.resolver import Override, ResolutionContext, Resolver
+
+ID = "exp.id"
+FRAMEWORK = "exp.framework"
+# Parameters that configure the planner itself; they are not part of any experiment.
+PLANNER_PREFIX = "sys."
+VAR_ORDER = "sys.plan_builder.var_order"
+GROUP_PREFIX = "__condition"
+# Left out of exp.id besides host values: outputs, the id itself and where its log goes.
+NOT_IN_ID = ("exp.log_file",)
+
+_GROUP_REF = re.compile(r"(?<!\$)\$([{<])__condition\.")
+
+
+class Planner:
+    """Expands one Spec; iterate `experiments()` for the plan."""
+
+    def __init__(self, spec: Spec, env: Mapping[str, str] | None = None) -> None:
+        self.spec = spec
+        self.params: dict[str, ParamDef] = {
+            name: definition for name, definition in spec.params.items()
+            if not name.startswith(PLANNER_PREFIX)}
+        self.axes = self._ordered_axes(spec)
+        self.extensions = [self._namespaced_groups(index, ext)
+                           for index, ext in enumerate(spec.extensions)]
+        self.duplicates = 0
+        self.count = 0
+
+        # One Override object per axis item and key, shared by every experiment using it.
+        self._axis_overrides: list[list[dict[str, Override]]] = []
+        varying: list[str] = []
+        alternatives: dict[str, list[Any]] = {
+            name: [definition.value] for name, definition in self.params.items()}
+        for axis_index, axis in enumerate(self.axes):
+            items = []
+            for item_index, item in enumerate(axis.items):
+                values = item if axis.zipped else {axis.name: item}
+                items.append({key: Override(raw, (axis_index, item_index), axis.source,
+                                            f"{key}={render(raw)}")
+                              for key, raw in values.items()})
+                for key, raw in values.items():
+                    alternatives.setdefault(key, []).append(raw)
+                    varying.append(key)
+            self._axis_overrides.append(items)
+        self._extension_overrides: list[list[dict[str, Override]]] = []
+        for ext_index, ext in enumerate(self.extensions):
+            cases = ext.cases or [{}]
+            per_case = []
+            for case_index, case in enumerate(cases):
+                values = {**ext.parameters, **case}
+                per_case.append({key: Override(raw, ("ext", ext_index, case_index, key),
+                                               ext.source)
+                                 for key, raw in values.items()})
+                for key, raw in values.items():
+                    alternatives.setdefault(key, []).append(raw)
+                    varying.append(key)
+            self._extension_overrides.append(per_case)
+        # Regex groups of conditions are inputs too: every name under __condition@N.
+        for raws in list(alternatives.values()):
+            for name in _group_names(raws):
+                alternatives.setdefault(name, [])
+                varying.append(name)
+        self.auto_id = ID in self.params and self.params[ID].value is None
+        if self.auto_id:
+            varying.append(ID)
+        self.varying = list(dict.fromkeys(varying))
+        deps = sweep_dependencies(alternatives, self.varying)
+        self.post_id = frozenset(n for n, d in deps.items() if ID in d and n != ID) \
+            if self.auto_id else frozenset()
+
+        framework_def = self.params.get(FRAMEWORK)
+        frameworks = frozenset(str(c) for c in (framework_def.choices or [])) \
+            if framework_def is not None else frozenset()
+        self.ctx = ResolutionContext(self.params, deps, frameworks,
+                                     host_environment() if env is None else env)
+        self._layouts: dict[str | None, _Layout] = {}
+        self._seen: set[str] = set()
+
+    # -- setup -------------------------------------------------------------------------------
+    @staticmethod
+    def _ordered_axes(spec: Spec) -> list[Any]:
+        axes = list(spec.axes.values())
+        order_def = spec.params.get(VAR_ORDER)
+        order = order_def.value if order_def is not None else None
+        if not order:
+            return axes
+        if isinstance(order, str):
+            order = [name.strip() for name in order.split(",") if name.strip()]
+        if not isinstance(order, list):
+            raise ConfigError(f"{order_def.source}: parameter {VAR_ORDER!r}: "
+                              f"must be a list of variable names")
+        by_name = {axis.name: axis for axis in axes}
+        for name in order:
+            if name not in by_name:
+                raise ConfigError(f"{order_def.source}: parameter {VAR_ORDER!r}: "
+                                  f"{name!r} is not a variable",
+                                  hint=f"variables: {', '.join(by_name) or '(none)'}")
+        return [by_name[n] for n in order] + [a for a in axes if a.name not in order]
+
+    @staticmethod
+    def _namespaced_groups(index: int, ext: Extension) -> Extension:
+        """Give each extension's regex groups their own names, so that they never mix."""
+        def rename(raw: Any) -> Any:
+            if isinstance(raw, str):
+                return _GROUP_REF.sub(lambda m: f"${m.group(1)}{GROUP_PREFIX}@{index}.", raw)
+            if isinstance(raw, list):
+                return [rename(item) for item in raw]
+            if isinstance(raw, dict):
+                return {key: rename(item) for key, item in raw.items()}
+            return raw
+        return Extension(ext.condition, rename(ext.parameters),
+                         [rename(case) for case in ext.cases], ext.source)
+
+    # -- the plan ----------------------------------------------------------------------------
+    def experiments(self) -> Iterator[dict[str, Any]]:
+        """Every experiment of the plan, in order; duplicates (same exp.id) only once."""
+        ranges = [range(len(items)) for items in self._axis_overrides]
+        axis_overrides = self._axis_overrides
+        for combination in product(*ranges):
+            overrides: dict[str, Override] = {}
+            for axis_index, item_index in enumerate(combination):
+                overrides.update(axis_overrides[axis_index][item_index])
+            for state in self._extend(overrides, 0):
+                experiment = self._finalize(state)
+                identity = experiment.get(ID) if self.auto_id else None
+                if identity is None:
+                    identity = hashlib.sha256(
+                        orjson.dumps(experiment, option=orjson.OPT_SORT_KEYS)).hexdigest()
+                if identity in self._seen:
+                    self.duplicates += 1
+                    continue
+                self._seen.add(identity)
+                self.count += 1
+                yield experiment
+
+    def _extend(self, overrides: dict[str, Override], start: int) -> Iterator[dict[str, Override]]:
+        for ext_index in range(start, len(self.extensions)):
+            groups = self._match(self.extensions[ext_index], ext_index, overrides)
+            if groups is None:
+                continue
+            for case in self._extension_overrides[ext_index]:
+                extended = dict(overrides)
+                extended.update(groups)
+                extended.update(case)
+                yield from self._extend(extended, ext_index + 1)
+            return
+        yield overrides
+
+    def _match(self, ext: Extension, index: int,
+               overrides: dict[str, Override]) -> dict[str, Override] | None:
+        """The regex-group overrides when every test of `ext` holds, else None."""
+        resolver = Resolver(self.ctx, overrides)
+        resolver.framework = self._framework(resolver)
+        groups: dict[str, Override] = {}
+        for name, test in ext.condition.items():
+            if not resolver.has(name):
+                return None
+            value = resolver.value(name)
+            if isinstance(test, str):
+                match = _compiled(test).fullmatch(render(value))
+                if match is None:
+                    return None
+                for number, group in enumerate((match.group(0), *match.groups())):
+                    text = group or ""
+                    groups[f"{GROUP_PREFIX}@{index}.{name}_{number}"] = Override(
+                        escape(text), ("group", text), ext.source)
+            elif isinstance(test, list):
+                if not any(_same(value, item) for item in test):
+                    return None
+            elif not _same(value, test):
+                return None
+        return groups
+
+    def _framework(self, resolver: Resolver) -> str | None:
+        if FRAMEWORK not in self.params and FRAMEWORK not in resolver.overrides:
+            return None
+        value = resolver.value(FRAMEWORK)
+        return None if value is None else str(value)
+
+    def _finalize(self, overrides: dict[str, Override]) -> dict[str, Any]:
+        resolver = Resolver(self.ctx, overrides)
+        framework = self._framework(resolver)
+        resolver.framework = framework
+        layout = self._layouts.get(framework)
+        if layout is None:
+            layout = self._layouts[framework] = self._layout(resolver)
+        experiment = dict(layout.template)
+        host = set(layout.host)
+        for name in layout.varying:
+            entry = resolver.entry(name)
+            experiment[name] = entry.value
+            if entry.host:
+                host.add(name)
+        for name in overrides:
+            if name not in experiment and not name.startswith(GROUP_PREFIX) and \
+                    self.ctx.visible(name, framework):
+                entry = resolver.entry(name)
+                experiment[name] = entry.value
+                if entry.host:
+                    host.add(name)
+        if self.auto_id and experiment.get(ID) is None:
+            experiment[ID] = identity = self._identity(experiment, host)
+            with_id = dict(overrides)
+            with_id[ID] = Override(identity, identity, "<plan>")
+            resolver.overrides = with_id
+            for name in layout.post_id:
+                experiment[name] = resolver.value(name)
+        return experiment
+
+    def _identity(self, experiment: dict[str, Any], host: set[str]) -> str:
+        post_id = self.post_id
+        payload = {name: value for name, value in experiment.items()
+                   if name not in host and name not in post_id and name != ID
+                   and name not in NOT_IN_ID and not name.startswith("results.")}
+        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+    def _layout(self, resolver: Resolver) -> _Layout:
+        """Per framework: parameter order, values shared by all experiments, the rest's names."""
+        template: dict[str, Any] = {}
+        host: set[str] = set()
+        varying: list[str] = []
+        post_id: list[str] = []
+        deps = self.ctx.deps
+        for name in self.params:
+            if not self.ctx.visible(name, resolver.framework):
+                continue
+            if name in self.post_id:
+                template[name] = None
+                post_id.append(name)
+            elif deps.get(name):
+                template[name] = None
+                varying.append(name)
+            else:
+                entry = resolver.entry(name)
+                template[name] = entry.value
+                if entry.host:
+                    host.add(name)
+        return _Layout(template, frozenset(host), tuple(varying), tuple(post_id))
+
+
+class _Layout:
+    __slots__ = ("template", "host", "varying", "post_id")
+
+    def __init__(self, template: dict[str, Any], host: frozenset[str], varying: tuple[str, ...],
+                 post_id: tuple[str, ...]) -> None:
+        self.template = template
+        self.host = host
+        self.varying = varying
+        self.post_id = post_id
+
+
+_regex_cache: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    compiled = _regex_cache.get(pattern)
+    if compiled is None:
+        compiled = _regex_cache[pattern] = re.compile(pattern)
+    return compiled
+
+
+def _same(value: Any, other: Any) -> bool:
+    """Extension tests compare type and value: `4` matches 4, not "4" or 4.0."""
+    return type(value) is type(other) and value == other
+
+
+def _group_names(raws: list[Any]) -> Iterator[str]:
+    from dlbs.plan.graph import references
+    for raw in raws:
+        names, _ = references(raw)
+        for name in names:
+            if name.startswith(GROUP_PREFIX + "@"):
+                yield name
+
+
+def host_environment() -> dict[str, str]:
+    """The process environment, plus DLBS_ROOT (this checkout) unless the user set it."""
+    env = dict(os.environ)
+    env.setdefault("DLBS_ROOT", str(Path(__file__).resolve().parents[2]))
+    return env
+
+
+def plan(spec: Spec, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The whole plan as a list (convenience for tests and small specs)."""
+    return list(Planner(spec, env).experiments())

@@ -1,0 +1,265 @@
+"""Resolve the parameters of one experiment: references, expressions, casts and checks.
+
+An experiment is the spec's base parameters plus `overrides` (from sweep axes and
+extensions). Resolved values are memoised in a table shared by the whole plan, keyed by the
+name, the framework and the overrides that the name can reach (see `graph.py`), so each
+distinct value is computed once however many experiments share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dlbs.config.evaluator import SafeEvaluator
+from dlbs.config.loader import suggest
+from dlbs.config.spec import ParamDef
+from dlbs.config.template import Expr, Ref, Template, parse
+from dlbs.config.values import cast, render, shell_word
+from dlbs.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """A raw value that a sweep axis or an extension gives one experiment."""
+
+    raw: Any
+    # Equal tokens mean equal raw values: the memo key of every dependent parameter.
+    token: Hashable
+    source: str
+    # Shown in error messages to say which experiment of the sweep failed.
+    label: str | None = None
+
+
+@dataclass(slots=True)
+class Resolved:
+    value: Any
+    # The value comes from the host (environment, interpreter, caches): kept out of exp.id.
+    host: bool
+
+
+class ResolutionContext:
+    """What every experiment of one plan shares: the base parameters and the memo table."""
+
+    def __init__(self, params: Mapping[str, ParamDef], deps: Mapping[str, tuple[str, ...]],
+                 frameworks: frozenset[str], env: Mapping[str, str]) -> None:
+        self.params = params
+        self.deps = deps
+        self.frameworks = frameworks
+        self.env = env
+        self.evaluator = SafeEvaluator()
+        self.memo: dict[tuple[Any, ...], Resolved] = {}
+        # parameter -> environment variables its value was taken from (for `dlbs validate`).
+        self.env_used: dict[str, set[str]] = {}
+
+    def visible(self, name: str, framework: str | None) -> bool:
+        """False for names in the namespace of a framework other than the experiment's."""
+        prefix = name.partition(".")[0]
+        return prefix not in self.frameworks or prefix == framework
+
+
+def _located(error: ConfigError) -> bool:
+    return getattr(error, "located", False)
+
+
+class Resolver:
+    """Resolves names for one experiment (one set of overrides)."""
+
+    __slots__ = ("ctx", "overrides", "framework", "_stack", "_host")
+
+    def __init__(self, ctx: ResolutionContext, overrides: Mapping[str, Override],
+                 framework: str | None = None) -> None:
+        self.ctx = ctx
+        self.overrides = overrides
+        self.framework = framework
+        self._stack: list[str] = []
+        self._host = False
+
+    # -- public ------------------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        if name in self.overrides:
+            return True
+        return name in self.ctx.params and self.ctx.visible(name, self.framework)
+
+    def value(self, name: str) -> Any:
+        return self.entry(name).value
+
+    def entry(self, name: str) -> Resolved:
+        ctx = self.ctx
+        deps = ctx.deps.get(name)
+        if deps is not None:
+            overrides = self.overrides
+            key = (name, self.framework,
+                   tuple(overrides[d].token if d in overrides else None for d in deps))
+            hit = ctx.memo.get(key)
+            if hit is not None:
+                self._host = self._host or hit.host
+                return hit
+        else:
+            key = None
+        if name in self._stack:
+            cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
+            raise self._error(self._stack[-1], f"cycle: {cycle}")
+        outer_host, self._host = self._host, False
+        self._stack.append(name)
+        try:
+            value = self._compute(name)
+        except ConfigError as error:
+            if _located(error):
+                raise
+            raise self._error(name, error.message, error.hint) from None
+        finally:
+            self._stack.pop()
+        definition = self.ctx.params.get(name)
+        entry = Resolved(value, self._host or (definition is not None and definition.host))
+        if key is not None:
+            ctx.memo[key] = entry
+        self._host = outer_host or entry.host
+        return entry
+
+    def describe(self) -> str:
+        """The sweep values that identify this experiment, for error messages."""
+        labels = [o.label for o in self.overrides.values() if o.label]
+        return ", ".join(labels)
+
+    # -- resolution --------------------------------------------------------------------------
+    def _compute(self, name: str) -> Any:
+        override = self.overrides.get(name)
+        definition = self.ctx.params.get(name)
+        if definition is not None and not self.ctx.visible(name, self.framework):
+            definition = None
+        if override is not None:
+            raw = override.raw
+        elif definition is not None:
+            raw = definition.value
+        else:
+            return self._from_environment(name)
+        # A string for a declared list is split into words later: keep substituted values
+        # one word each, as in list items.
+        value = self._resolve(raw, list_item=definition is not None and definition.type == "list")
+        if definition is not None:
+            value = self._check(definition, value)
+        return value
+
+    def _from_environment(self, name: str) -> Any:
+        env_value = self.ctx.env.get(name)
+        if env_value is None:
+            referrer = self._stack[-2] if len(self._stack) > 1 else name
+            candidates = [n for n in self.ctx.params if self.ctx.visible(n, self.framework)]
+            candidates += list(self.overrides)
+            raise self._error(referrer, f"undefined name {name!r} (neither a parameter nor "
+                                        f"an environment variable)",
+                              suggest(name, candidates))
+        self._host = True
+        referrer = self._stack[-2] if len(self._stack) > 1 else name
+        self.ctx.env_used.setdefault(referrer, set()).add(name)
+        return env_value
+
+    def _check(self, definition: ParamDef, value: Any) -> Any:
+        if definition.type is not None:
+            try:
+                value = cast(value, definition.type)
+            except ValueError as error:
+                raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
+        if definition.choices is not None and value is not None and not any(
+                _same_value(value, choice) for choice in definition.choices):
+            raise ConfigError(f"value {value!r} is not one of the choices "
+                              f"{definition.choices!r}", suggest(str(value), map(
+                                  str, definition.choices)))
+        if definition.regex is not None and value is not None and \
+                definition.regex.fullmatch(render(value)) is None:
+            raise ConfigError(f"value {value!r} does not match the regex "
+                              f"{definition.regex.pattern!r}")
+        return value
+
+    def _resolve(self, raw: Any, list_item: bool) -> Any:
+        if isinstance(raw, str):
+            if "$" not in raw:
+                return raw
+            template = parse(raw)
+            single = template.single
+            if single is not None:
+                return self._ref(single) if isinstance(single, Ref) else self._expr(single)
+            out = []
+            for part in template.parts:
+                if isinstance(part, str):
+                    out.append(part)
+                    continue
+                value = self._ref(part) if isinstance(part, Ref) else self._expr(part)
+                if list_item and isinstance(value, str):
+                    out.append(shell_word(value) if value else value)
+                else:
+                    out.append(render(value))
+            return "".join(out)
+        if isinstance(raw, list):
+            return self._resolve_list(raw)
+        if isinstance(raw, dict):
+            return {key: self._resolve(item, False) for key, item in raw.items()}
+        return raw
+
+    def _resolve_list(self, raw: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for item in raw:
+            if isinstance(item, str) and "$" in item:
+                template = parse(item)
+                single = template.single
+                if isinstance(single, Ref):
+                    value = self._ref(single)
+                    if isinstance(value, list):
+                        out.extend(value)  # `"${exp.docker_args}"` splices the list in place
+                        continue
+                    if isinstance(value, str) and value:
+                        value = shell_word(value)  # one value stays one argument
+                else:
+                    value = self._resolve(item, list_item=True)
+            else:
+                value = self._resolve(item, list_item=False)
+            if value is None or value == "":
+                continue
+            out.append(value)
+        return out
+
+    def _ref(self, ref: Ref) -> Any:
+        name = ref.name
+        if isinstance(name, Template):
+            name = self._render_name(name)
+        return self.entry(name).value
+
+    def _render_name(self, template: Template) -> str:
+        pieces = []
+        for part in template.parts:
+            if isinstance(part, str):
+                pieces.append(part)
+            else:
+                pieces.append(render(self._ref(part) if isinstance(part, Ref)
+                                     else self._expr(part)))
+        return "".join(pieces)
+
+    def _expr(self, expr: Expr) -> Any:
+        pieces = []
+        for part in expr.body.parts:
+            if isinstance(part, str):
+                pieces.append(part)
+            else:
+                pieces.append(render(self._ref(part), null="null"))
+        return self.ctx.evaluator.evaluate("".join(pieces))
+
+    # -- errors ------------------------------------------------------------------------------
+    def _error(self, name: str, message: str, hint: str | None = None) -> ConfigError:
+        override = self.overrides.get(name)
+        definition = self.ctx.params.get(name)
+        source = override.source if override is not None else (
+            definition.source if definition is not None else "<plan>")
+        text = f"{source}: parameter {name!r}: {message}"
+        experiment = self.describe()
+        if experiment:
+            text += f" (experiment: {experiment})"
+        error = ConfigError(text, hint)
+        error.located = True  # type: ignore[attr-defined]
+        return error
+
+
+def _same_value(value: Any, other: Any) -> bool:
+    """Equality that keeps booleans apart from numbers (`true` is not `1`)."""
+    return value == other and isinstance(value, bool) == isinstance(other, bool)

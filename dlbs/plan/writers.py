@@ -1,0 +1,97 @@
+"""Write a plan as json, jsonl, csv or a text table, streaming experiment by experiment."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Sequence
+from typing import IO, Any
+
+import orjson
+
+from dlbs.config.values import render
+
+FORMATS = ("json", "jsonl", "table", "csv")
+
+
+def write_plan(experiments: Iterable[dict[str, Any]], out: IO[bytes], fmt: str,
+               keys: Sequence[str] | None) -> int:
+    """Write every experiment to `out` (a binary stream); returns how many were written."""
+    if fmt == "jsonl":
+        return _jsonl(experiments, out, keys)
+    if fmt == "json":
+        return _json(experiments, out, keys)
+    if fmt == "csv":
+        return _csv(experiments, out, keys)
+    return _table(experiments, out, keys)
+
+
+def _select(experiment: dict[str, Any], keys: Sequence[str] | None) -> dict[str, Any]:
+    if keys is None:
+        return experiment
+    return {key: experiment.get(key) for key in keys}
+
+
+def _jsonl(experiments: Iterable[dict[str, Any]], out: IO[bytes],
+           keys: Sequence[str] | None) -> int:
+    count = 0
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    for experiment in experiments:
+        out.write(dumps(_select(experiment, keys), option=newline))
+        count += 1
+    return count
+
+
+def _json(experiments: Iterable[dict[str, Any]], out: IO[bytes],
+          keys: Sequence[str] | None) -> int:
+    count = 0
+    out.write(b"[")
+    for experiment in experiments:
+        out.write(b"\n" if count == 0 else b",\n")
+        out.write(orjson.dumps(_select(experiment, keys), option=orjson.OPT_INDENT_2))
+        count += 1
+    out.write(b"\n]\n" if count else b"]\n")
+    return count
+
+
+def _columns(first: dict[str, Any], keys: Sequence[str] | None) -> list[str]:
+    return list(keys) if keys is not None else list(first)
+
+
+def _csv(experiments: Iterable[dict[str, Any]], out: IO[bytes],
+         keys: Sequence[str] | None) -> int:
+    import io
+
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+    writer = None
+    count = 0
+    try:
+        for experiment in experiments:
+            if writer is None:
+                columns = _columns(experiment, keys)
+                writer = csv.writer(text)
+                writer.writerow(columns)
+            writer.writerow([render(experiment.get(c), "") for c in columns])
+            count += 1
+    finally:
+        text.detach()
+    return count
+
+
+def _table(experiments: Iterable[dict[str, Any]], out: IO[bytes],
+           keys: Sequence[str] | None) -> int:
+    rows: list[list[str]] = []
+    columns: list[str] = []
+    for experiment in experiments:
+        if not columns:
+            columns = ["#", *_columns(experiment, keys)]
+        rows.append([str(len(rows) + 1),
+                     *(render(experiment.get(c), "") for c in columns[1:])])
+    if not columns:
+        out.write(b"(empty plan)\n")
+        return 0
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+    out.write(("\n".join(lines) + "\n").encode())
+    return len(rows)
