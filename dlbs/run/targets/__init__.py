@@ -1,0 +1,29 @@
+"""The execution targets and their registry.
+
+A target runs one experiment's `Invocation` somewhere: `local` (a child process), `docker`
+(the Docker Engine, through its SDK) or `slurm` (a batch job). Targets register themselves
+with `@register_target(name)`; a target whose dependency is missing still registers, with the
+reason, which is reported only when someone selects it.
+"""
+
+from __future__ import annotations
+
+from dlbs.run.targets.base import (
+    ProcessTarget,
+    SchedulerTarget,
+    Target,
+    get_target,
+    register_target,
+    target_for,
+    targets,
+)
+
+__all__ = [
+    "ProcessTarget",
+    "SchedulerTarget",
+    "Target",
+    "get_target",
+    "register_target",
+    "target_for",
+    "targets",
+]

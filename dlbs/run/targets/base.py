@@ -1,0 +1,153 @@
+"""The target interface and the registry of targets.
+
+Two kinds of target share `preflight` and `describe`:
+- a `ProcessTarget` (local, docker) runs an invocation to the end in `run`, streaming its
+  output into the experiment's log;
+- a `SchedulerTarget` (slurm) splits that into `submit`, which returns a job id at once, and
+  `wait`, so that a run loop that crashed can re-attach to a queued or running job by its id
+  instead of submitting it twice.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, BinaryIO, ClassVar, TypeVar
+
+from dlbs.errors import LaunchError
+from dlbs.run.invocation import Invocation, Outcome
+
+Experiment = Mapping[str, Any]
+
+#: Modules that define the built-in targets; imported on the first registry lookup.
+BUILTIN_MODULES = ("dlbs.run.targets.local", "dlbs.run.targets.docker", "dlbs.run.targets.slurm")
+
+
+class Target(abc.ABC):
+    """Where an experiment runs. Subclasses set `name` through `@register_target`."""
+
+    name: ClassVar[str] = ""
+    #: Why this target cannot be used in this installation (a missing Python package), or None.
+    unavailable: ClassVar[str | None] = None
+    #: One line for `dlbs list targets`.
+    summary: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def preflight(self, experiments: Sequence[Experiment]) -> None:
+        """Check, before anything runs, that every given experiment can be started here.
+
+        Raises `LaunchError` with one clear line (daemon down, image missing, scheduler
+        unreachable, a malformed argument list) naming the thing and the experiment.
+        """
+
+    @abc.abstractmethod
+    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+        """The exact request this target would make, as JSON-ready data (for --dry-run)."""
+
+
+class ProcessTarget(Target):
+    """A target that runs an invocation to its end and streams its output into a log."""
+
+    @abc.abstractmethod
+    def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
+            timeout: float | None) -> Outcome:
+        """Run the invocation; its stdout and stderr go into `log` as they come.
+
+        `timeout` (seconds; None or 0 = no limit) ends it with status timeout. A
+        KeyboardInterrupt stops it and returns status interrupted: the exception is not
+        re-raised, the caller stops the sweep when it sees that status. Raises `LaunchError`
+        only when the experiment could not be started at all (the environment's fault).
+        """
+
+
+class SchedulerTarget(Target):
+    """A target that hands invocations to a batch scheduler and tracks them by job id."""
+
+    @abc.abstractmethod
+    def submit(self, experiment: Experiment, invocation: Invocation, log_path: str) -> str:
+        """Submit the invocation as a job whose output is appended to `log_path`; its id."""
+
+    @abc.abstractmethod
+    def wait(self, job_id: str, timeout: float | None) -> Outcome:
+        """Wait until the job ends (or `timeout` seconds of its run time pass: cancel it).
+
+        Works for any job id this target submitted, also from another process: this is how a
+        restarted run loop re-attaches. A KeyboardInterrupt cancels the job and returns
+        status interrupted.
+        """
+
+    @abc.abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Ask the scheduler to cancel the job (queued or running); no error if it ended."""
+
+
+_REGISTRY: dict[str, type[Target]] = {}
+_builtins_loaded = False
+T = TypeVar("T", bound=type[Target])
+
+
+def register_target(name: str, *, unavailable: str | None = None) -> Callable[[T], T]:
+    """Class decorator: make a `Target` subclass selectable by `name`.
+
+    `unavailable` is the reason the target cannot be used here (a dependency failed to
+    import); it still registers, and selecting it raises `LaunchError` with that reason.
+    """
+
+    def decorate(cls: T) -> T:
+        if name in _REGISTRY:
+            raise ValueError(f"execution target {name!r} is already registered "
+                             f"by {_REGISTRY[name].__module__}.{_REGISTRY[name].__qualname__}")
+        cls.name = name
+        cls.unavailable = unavailable
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        for module in BUILTIN_MODULES:
+            importlib.import_module(module)
+
+
+def targets() -> dict[str, type[Target]]:
+    """Every registered target by name (usable or not: see each class's `unavailable`)."""
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_target(name: str) -> Target:
+    """A new instance of the target `name`; `LaunchError` if unknown or unusable here."""
+    _load_builtins()
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise LaunchError(f"unknown execution target {name!r}",
+                          hint=f"known targets: {', '.join(sorted(_REGISTRY))}")
+    if cls.unavailable:
+        raise LaunchError(f"execution target {name!r} cannot be used here: {cls.unavailable}")
+    return cls()
+
+
+def _truthy(value: object) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
+
+
+def target_for(experiment: Experiment) -> str:
+    """The target an experiment's parameters select.
+
+    `exp.scheduler: slurm` -> slurm (which starts a container itself when `exp.docker` is
+    true), else `exp.docker: true` -> docker, else local.
+    """
+    scheduler = str(experiment.get("exp.scheduler") or "none")
+    if scheduler == "slurm":
+        return "slurm"
+    if scheduler != "none":
+        raise LaunchError(f"exp.scheduler: unknown scheduler {scheduler!r}",
+                          hint="use none or slurm")
+    return "docker" if _truthy(experiment.get("exp.docker", False)) else "local"

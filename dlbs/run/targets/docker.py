@@ -1,0 +1,414 @@
+"""The `docker` target: the benchmark in a container of the Docker Engine.
+
+Through the Docker SDK for Python (`docker==7.2.0`), or, when `exp.docker_launcher` is
+`nvidia-docker`, through the legacy `nvidia-docker` binary with the equivalent CLI flags.
+
+The container's request is built from, in order of precedence (later wins):
+`exp.docker_args` (translated flag by flag, see `docker_args`), then dlbs's own: the
+experiment's `runtime.env.*` and the invocation's environment, its mounts, and its GPUs. GPUs
+are requested for exactly the selected host ids (a device request for the `nvidia` driver,
+or `NVIDIA_VISIBLE_DEVICES` with `--runtime=nvidia`), and `CUDA_VISIBLE_DEVICES` inside is
+renumbered from 0, since the container sees only those. The container is removed afterwards,
+whatever happened; its output is streamed into the experiment's log as it comes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+from dlbs.errors import LaunchError
+from dlbs.run.invocation import (
+    FAILURE,
+    INTERRUPTED,
+    OK,
+    TIMEOUT,
+    Invocation,
+    Outcome,
+    experiment_env,
+    experiment_label,
+    requested_gpus,
+    tokens,
+)
+from dlbs.run.targets.base import Experiment, ProcessTarget, register_target
+from dlbs.run.targets.docker_args import DockerArgs, translate
+from dlbs.run.targets.local import launcher_prefix
+from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
+
+try:
+    import docker
+    import docker.errors
+    import docker.types
+    import requests.exceptions
+except ImportError as _error:  # the target still registers, and says why it can't be used
+    _MISSING: str | None = f"the Docker SDK for Python is missing ({_error}); " \
+                           "install it with: pip install docker==7.2.0"
+else:
+    _MISSING = None
+
+LAUNCHERS = ("docker", "nvidia-docker")
+NVIDIA_HINT = ("install the NVIDIA Container Toolkit on the Docker host and restart dockerd, "
+               "or run this experiment on the CPU (exp.gpus: '')")
+
+
+def _docker_args(experiment: Experiment) -> DockerArgs:
+    where = f"exp.docker_args of experiment {experiment_label(experiment)}"
+    return translate(tokens(experiment.get("exp.docker_args"), "exp.docker_args"), where)
+
+
+def _launcher(experiment: Experiment) -> str:
+    launcher = str(experiment.get("exp.docker_launcher") or "docker")
+    if launcher not in LAUNCHERS:
+        raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
+                          f"(experiment {experiment_label(experiment)})",
+                          hint="use docker or nvidia-docker")
+    return launcher
+
+
+def _image(experiment: Experiment) -> str:
+    image = str(experiment.get("exp.docker_image") or "")
+    if not image:
+        raise LaunchError(f"exp.docker_image is empty (experiment {experiment_label(experiment)})",
+                          hint="set exp.docker_image, or exp.docker: false for bare metal")
+    return image
+
+
+def _container_name(experiment: Experiment) -> str:
+    stem = "".join(c if c.isalnum() or c in "_.-" else "-"
+                   for c in str(experiment.get("exp.id") or "exp"))[:40]
+    return f"dlbs-{stem}-{uuid.uuid4().hex[:8]}"
+
+
+def _is_nvidia_error(error: Exception) -> bool:
+    text = str(error).lower()
+    return ("could not select device driver" in text or "unknown runtime" in text
+            or "nvidia-container" in text)
+
+
+def _stream_logs(container: Any, log: BinaryIO) -> None:
+    for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+        log.write(chunk)
+        log.flush()
+
+
+@register_target("docker", unavailable=_MISSING)
+class DockerTarget(ProcessTarget):
+    """A container of the Docker Engine; see the module doc."""
+
+    summary = "a container of the Docker Engine (Docker SDK, or the nvidia-docker binary)"
+    kill_grace = DEFAULT_KILL_GRACE
+
+    def __init__(self) -> None:
+        self._client: Any = None
+
+    # -- the request -------------------------------------------------------------------
+
+    def request(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+        """The container request as plain data: image, command, SDK keyword arguments.
+
+        `ignored` lists the docker_args flags that have no effect here, with the reason.
+        """
+        args = _docker_args(experiment)
+        kwargs = args.kwargs
+        if invocation.gpus and "device_requests" in kwargs:
+            raise LaunchError(
+                f"exp.docker_args of experiment {experiment_label(experiment)}: --gpus "
+                "conflicts with exp.gpus", hint="remove --gpus: dlbs requests exactly "
+                "the GPUs of exp.gpus")
+        kwargs["environment"] = {**kwargs.get("environment", {}),
+                                 **self._own_env(experiment, invocation, kwargs)}
+        if invocation.gpus and kwargs.get("runtime") != "nvidia":
+            kwargs["device_requests"] = [{"Driver": "nvidia", "DeviceIDs": list(invocation.gpus),
+                                          "Capabilities": [["gpu"]]}]
+        mounts = [{"Target": m.container, "Source": m.host, "Type": "bind",
+                   "ReadOnly": m.read_only} for m in invocation.mounts]
+        if mounts:
+            kwargs["mounts"] = kwargs.get("mounts", []) + mounts
+        if invocation.workdir:
+            kwargs.setdefault("working_dir", invocation.workdir)
+        kwargs["labels"] = {**kwargs.get("labels", {}),
+                            "dlbs.exp_id": str(experiment.get("exp.id") or "")}
+        kwargs.setdefault("name", _container_name(experiment))
+        return {"image": _image(experiment),
+                "command": launcher_prefix(experiment) + list(invocation.argv),
+                "kwargs": kwargs, "ignored": args.ignored}
+
+    @staticmethod
+    def _own_env(experiment: Experiment, invocation: Invocation,
+                 kwargs: dict[str, Any]) -> dict[str, str]:
+        """The environment dlbs gives the container: runtime.env.*, the invocation's, GPUs."""
+        env = experiment_env(experiment)
+        env.update(invocation.env)
+        if invocation.gpus:
+            # The container sees only the selected GPUs, numbered from 0.
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(invocation.gpus)))
+            if kwargs.get("runtime") == "nvidia":
+                env["NVIDIA_VISIBLE_DEVICES"] = ",".join(invocation.gpus)
+        return env
+
+    def cli_argv(self, experiment: Experiment, invocation: Invocation,
+                 request: dict[str, Any] | None = None) -> list[str]:
+        """The equivalent `docker run` (or `nvidia-docker run`) command line, as tokens.
+
+        The user's docker_args come first, dlbs's flags after them, so that dlbs's
+        environment wins as it does in the SDK request.
+        """
+        launcher = _launcher(experiment)
+        request = request or self.request(experiment, invocation)
+        kwargs = request["kwargs"]
+        user_args = _docker_args(experiment).kwargs
+        argv = [launcher, "run"]
+        user_tokens = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
+        if "--rm" not in user_tokens:
+            argv.append("--rm")
+        if "name" not in user_args:
+            argv += ["--name", kwargs["name"]]
+        argv += ["--label", f"dlbs.exp_id={kwargs['labels']['dlbs.exp_id']}"]
+        argv += user_tokens
+        for mount in invocation.mounts:
+            if ":" in mount.host + mount.container:
+                argv += ["--mount", f"type=bind,source={mount.host},target={mount.container}"
+                         + (",readonly" if mount.read_only else "")]
+            else:
+                argv += ["-v", f"{mount.host}:{mount.container}"
+                         + (":ro" if mount.read_only else "")]
+        for name, value in self._own_env(experiment, invocation, kwargs).items():
+            argv += ["-e", f"{name}={value}"]
+        if invocation.workdir and "working_dir" not in user_args:
+            argv += ["-w", invocation.workdir]
+        if launcher == "docker" and invocation.gpus and kwargs.get("runtime") != "nvidia":
+            argv += ["--gpus", '"device=' + ",".join(invocation.gpus) + '"']
+        return argv + [request["image"]] + request["command"]
+
+    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+        """The SDK request, and the equivalent command line."""
+        request = self.request(experiment, invocation)
+        described = {"target": self.name, "launcher": _launcher(experiment), **request,
+                     "cli": self.cli_argv(experiment, invocation, request)}
+        if described["launcher"] == "nvidia-docker" and invocation.gpus:
+            described["env"] = {"NV_GPU": ",".join(invocation.gpus)}
+        return described
+
+    # -- checks before the sweep -------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The Docker SDK client (from DOCKER_HOST etc.); `LaunchError` if the daemon is down."""
+        if self._client is None:
+            try:
+                self._client = docker.from_env()
+                self._client.ping()
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
+                host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+                self._client = None
+                raise LaunchError(f"the Docker Engine at {host} does not answer: {error}",
+                                  hint="start dockerd (for the tests: .ci/services/docker.sh), "
+                                       "or point DOCKER_HOST at a running engine") from error
+        return self._client
+
+    def preflight(self, experiments: Sequence[Experiment]) -> None:
+        """Arguments, launchers, the daemon, the images, and the NVIDIA runtime for GPUs."""
+        images: dict[str, Experiment] = {}
+        gpu_experiments: list[Experiment] = []
+        for experiment in experiments:
+            _docker_args(experiment)
+            launcher = _launcher(experiment)
+            images.setdefault(_image(experiment), experiment)
+            if launcher == "nvidia-docker" and shutil.which("nvidia-docker") is None:
+                raise LaunchError(
+                    f"exp.docker_launcher is nvidia-docker, but there is no nvidia-docker "
+                    f"on PATH (experiment {experiment_label(experiment)})",
+                    hint="install nvidia-docker, or set exp.docker_launcher: docker "
+                         "(GPUs then go through device requests)")
+            if launcher == "docker" and requested_gpus(experiment):
+                gpu_experiments.append(experiment)
+        if not experiments:
+            return
+        client = self.client
+        for image, experiment in images.items():
+            try:
+                client.images.get(image)
+            except docker.errors.ImageNotFound:
+                raise LaunchError(
+                    f"image {image!r} is not in the Docker Engine (exp.docker_image of "
+                    f"experiment {experiment_label(experiment)})",
+                    hint=f"pull or build it first (docker pull {image}); dlbs never pulls "
+                         "images itself") from None
+            except docker.errors.APIError as error:
+                raise LaunchError(f"cannot inspect image {image!r}: {error}") from error
+        if gpu_experiments:
+            self._check_nvidia(gpu_experiments[0])
+
+    def _check_nvidia(self, experiment: Experiment) -> None:
+        """Is there a way to hand GPUs to a container? Probe with a real request if unsure."""
+        runtimes = sorted((self.client.info().get("Runtimes") or {}).keys())
+        uses_runtime = _docker_args(experiment).kwargs.get("runtime") == "nvidia"
+        if "nvidia" in runtimes:
+            return
+        if uses_runtime:
+            raise LaunchError(
+                f"experiment {experiment_label(experiment)} asks for GPUs with "
+                f"--runtime=nvidia, but the Docker Engine has no NVIDIA runtime (its "
+                f"runtimes: {', '.join(runtimes)})", hint=NVIDIA_HINT)
+        # Device requests work with the NVIDIA hook alone, without a registered runtime:
+        # only starting a container tells. The probe's command need not exist in the image;
+        # the driver is selected (or refused) before it would run.
+        probe = None
+        try:
+            probe = self.client.containers.create(
+                _image(experiment), ["true"], labels={"dlbs.probe": "gpu"},
+                device_requests=[docker.types.DeviceRequest(driver="nvidia", count=1,
+                                                            capabilities=[["gpu"]])])
+            probe.start()
+            probe.wait(timeout=60)
+        except docker.errors.APIError as error:
+            if _is_nvidia_error(error):
+                raise LaunchError(
+                    f"experiment {experiment_label(experiment)} asks for GPUs "
+                    f"{requested_gpus(experiment)}, but the Docker Engine has no NVIDIA "
+                    f"runtime to hand them to a container (runtimes: {', '.join(runtimes)}; "
+                    f"the engine said: {error.explanation or error})", hint=NVIDIA_HINT) from None
+        finally:
+            if probe is not None:
+                self._remove(probe)
+
+    # -- running -----------------------------------------------------------------------
+
+    def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
+            timeout: float | None) -> Outcome:
+        """Run the container to its end; see `ProcessTarget.run` and the module doc."""
+        request = self.request(experiment, invocation)
+        if _launcher(experiment) == "nvidia-docker":
+            return self._run_nvidia_docker(experiment, invocation, request, log, timeout)
+        container = self._create(experiment, request)
+        details: dict[str, Any] = {"container": container.name, "image": request["image"]}
+        try:
+            try:
+                container.start()
+            except docker.errors.APIError as error:
+                raise self._start_error(experiment, invocation, error) from None
+            log.flush()
+            pump = threading.Thread(target=_stream_logs, args=(container, log), daemon=True)
+            pump.start()
+            limit = timeout if timeout and timeout > 0 else None
+            try:
+                result = container.wait(timeout=limit)
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                container.stop(timeout=int(self.kill_grace))
+                pump.join(timeout=30)
+                return Outcome(TIMEOUT, f"still running after the timeout of {limit:g} s; "
+                               "the container was stopped", details=details)
+            except KeyboardInterrupt:
+                container.kill(signal="SIGINT")
+                container.stop(timeout=int(self.kill_grace))
+                pump.join(timeout=30)
+                return Outcome(INTERRUPTED, "interrupted by the user", details=details)
+            pump.join(timeout=30)
+            return self._outcome(container, result, details)
+        finally:
+            self._remove(container)
+
+    def _create(self, experiment: Experiment, request: dict[str, Any]) -> Any:
+        kwargs = dict(request["kwargs"])
+        if "ulimits" in kwargs:
+            kwargs["ulimits"] = [docker.types.Ulimit(name=u["Name"], soft=u["Soft"],
+                                                     hard=u["Hard"]) for u in kwargs["ulimits"]]
+        if "device_requests" in kwargs:
+            kwargs["device_requests"] = [
+                docker.types.DeviceRequest(driver=r["Driver"], count=r.get("Count", 0),
+                                           device_ids=r.get("DeviceIDs"),
+                                           capabilities=r["Capabilities"])
+                for r in kwargs["device_requests"]]
+        if "mounts" in kwargs:
+            kwargs["mounts"] = [docker.types.Mount(m["Target"], m["Source"], type=m["Type"],
+                                                   read_only=m["ReadOnly"])
+                                for m in kwargs["mounts"]]
+        try:
+            return self.client.containers.create(request["image"], request["command"],
+                                                 stdin_open=False, tty=False, **kwargs)
+        except docker.errors.ImageNotFound:
+            raise LaunchError(f"image {request['image']!r} is not in the Docker Engine "
+                              f"(experiment {experiment_label(experiment)})",
+                              hint="pull or build it first; dlbs never pulls images") from None
+        except docker.errors.APIError as error:
+            if _is_nvidia_error(error):
+                raise LaunchError(f"the Docker Engine has no NVIDIA runtime for experiment "
+                                  f"{experiment_label(experiment)}: {error.explanation or error}",
+                                  hint=NVIDIA_HINT) from None
+            raise LaunchError(f"the Docker Engine refused the container of experiment "
+                              f"{experiment_label(experiment)}: {error.explanation or error}"
+                              ) from error
+
+    def _start_error(self, experiment: Experiment, invocation: Invocation,
+                     error: Exception) -> LaunchError:
+        explanation = getattr(error, "explanation", None) or str(error)
+        if _is_nvidia_error(error):
+            return LaunchError(
+                f"experiment {experiment_label(experiment)} asks for GPUs {invocation.gpus}, "
+                f"but the Docker Engine has no NVIDIA runtime to hand them to a container "
+                f"(the engine said: {explanation})", hint=NVIDIA_HINT)
+        hint = None
+        if "rlimit" in explanation:
+            hint = ("a --ulimit in exp.docker_args is above the Docker daemon's own hard limit "
+                    "(raise dockerd's limit, or lower or drop that --ulimit)")
+        return LaunchError(f"the container of experiment {experiment_label(experiment)} did "
+                           f"not start: {explanation}", hint=hint)
+
+    def _outcome(self, container: Any, result: dict[str, Any],
+                 details: dict[str, Any]) -> Outcome:
+        code = int(result.get("StatusCode", -1))
+        try:
+            container.reload()
+            oom = bool(container.attrs.get("State", {}).get("OOMKilled"))
+        except docker.errors.APIError:
+            oom = False
+        if code == 0:
+            return Outcome(OK, returncode=0, details=details)
+        if oom:
+            message = "out of memory: the container was OOM-killed"
+        elif code > 128:
+            name = signal_name(code - 128)
+            details["signal"] = name
+            message = f"container's process killed by {name}"
+        elif code in (126, 127):
+            message = (f"container exited with status {code}: the command cannot be run "
+                       "in the image (not found or not executable)")
+        else:
+            message = f"container exited with status {code}"
+        error = (result.get("Error") or {}).get("Message") if result.get("Error") else None
+        if error:
+            message += f" ({error})"
+        return Outcome(FAILURE, message, code, details)
+
+    def _remove(self, container: Any) -> None:
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as error:
+            if "already in progress" not in str(error):
+                raise LaunchError(f"cannot remove container {container.name}: {error}") from error
+
+    def _run_nvidia_docker(self, experiment: Experiment, invocation: Invocation,
+                           request: dict[str, Any], log: BinaryIO,
+                           timeout: float | None) -> Outcome:
+        argv = self.cli_argv(experiment, invocation, request)
+        env = dict(os.environ)
+        if invocation.gpus:  # nvidia-docker's own way to select GPUs
+            env["NV_GPU"] = ",".join(invocation.gpus)
+        name = request["kwargs"]["name"]
+
+        def remove_leftover() -> None:
+            try:
+                self._remove(self.client.containers.get(name))
+            except (docker.errors.NotFound, LaunchError):
+                pass
+
+        outcome = run_process(argv, env=env, cwd=None, log=log, timeout=timeout,
+                              grace=self.kill_grace, cleanup=remove_leftover)
+        outcome.details["container"] = name
+        return outcome
