@@ -12,6 +12,7 @@ grammar (LANGUAGE.md sections 4 and 5):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from dlbs.errors import ConfigError
@@ -44,8 +45,14 @@ class Template:
     parts: tuple[Part, ...]
     # Names referenced directly (not through a computed name).
     static_refs: frozenset[str] = field(default=frozenset())
-    # True when some referenced name is computed, so the dependencies are unknown until then.
-    dynamic: bool = False
+    # Regular expressions that computed names (`${${a}.b}` gives `.*\\.b`) match: all the
+    # names such a reference can reach.
+    patterns: frozenset[str] = field(default=frozenset())
+
+    @property
+    def dynamic(self) -> bool:
+        """True when some referenced name is computed, known only while resolving."""
+        return bool(self.patterns)
 
     @property
     def single(self) -> Ref | Expr | None:
@@ -81,12 +88,12 @@ class _Parser:
         """Parse until `closer` (`}` or `>` for a name, `)$` for an expression) or the end."""
         text, parts, literal = self.text, [], []
         static_refs: set[str] = set()
-        dynamic = False
+        patterns: set[str] = set()
         while self.pos < len(text):
             if closer is not None and text.startswith(closer, self.pos):
                 self.pos += len(closer)
                 self.closed = True
-                return _build(parts, literal, static_refs, dynamic)
+                return _build(parts, literal, static_refs, patterns)
             char = text[self.pos]
             if char != "$":
                 nxt = text.find("$", self.pos)
@@ -117,8 +124,10 @@ class _Parser:
                     static_refs.add(plain)
                     ref = Ref(plain)
                 else:
-                    dynamic = True
                     static_refs |= name.static_refs
+                    patterns |= name.patterns
+                    patterns.add("".join(re.escape(p) if isinstance(p, str) else ".*"
+                                         for p in name.parts))
                     ref = Ref(name)
                 _flush(parts, literal)
                 parts.append(ref)
@@ -133,7 +142,7 @@ class _Parser:
                 if not body.parts:
                     raise self.fail(f"empty expression {text[start:self.pos]!r}")
                 static_refs |= body.static_refs
-                dynamic = dynamic or body.dynamic
+                patterns |= body.patterns
                 _flush(parts, literal)
                 parts.append(Expr(body))
             else:
@@ -141,7 +150,7 @@ class _Parser:
                 self.pos += 1
         # Ran off the end: the caller reports the opener that is not closed.
         self.closed = False
-        return _build(parts, literal, static_refs, dynamic)
+        return _build(parts, literal, static_refs, patterns)
 
 
 def _flush(parts: list[Part], literal: list[str]) -> None:
@@ -150,9 +159,10 @@ def _flush(parts: list[Part], literal: list[str]) -> None:
         literal.clear()
 
 
-def _build(parts: list[Part], literal: list[str], refs: set[str], dynamic: bool) -> Template:
+def _build(parts: list[Part], literal: list[str], refs: set[str],
+           patterns: set[str]) -> Template:
     _flush(parts, literal)
-    return Template(tuple(parts), frozenset(refs), dynamic)
+    return Template(tuple(parts), frozenset(refs), frozenset(patterns))
 
 
 _cache: dict[str, Template] = {}

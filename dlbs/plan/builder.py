@@ -208,21 +208,21 @@ class Planner:
         if layout is None:
             layout = self._layouts[framework] = self._layout(resolver)
         experiment = dict(layout.template)
-        host = set(layout.host)
+        excluded: set[str] | frozenset[str] = layout.not_in_id
         for name in layout.varying:
             entry = resolver.entry(name)
             experiment[name] = entry.value
             if entry.host:
-                host.add(name)
+                excluded = excluded | {name}
         for name in overrides:
             if name not in experiment and not name.startswith(GROUP_PREFIX) and \
                     self.ctx.visible(name, framework):
                 entry = resolver.entry(name)
                 experiment[name] = entry.value
-                if entry.host:
-                    host.add(name)
+                if entry.host or name.startswith("results."):
+                    excluded = excluded | {name}
         if self.auto_id and experiment.get(ID) is None:
-            experiment[ID] = identity = self._identity(experiment, host)
+            experiment[ID] = identity = self._identity(experiment, excluded)
             with_id = dict(overrides)
             with_id[ID] = Override(identity, identity, "<plan>")
             resolver.overrides = with_id
@@ -230,11 +230,8 @@ class Planner:
                 experiment[name] = resolver.value(name)
         return experiment
 
-    def _identity(self, experiment: dict[str, Any], host: set[str]) -> str:
-        post_id = self.post_id
-        payload = {name: value for name, value in experiment.items()
-                   if name not in host and name not in post_id and name != ID
-                   and name not in NOT_IN_ID and not name.startswith("results.")}
+    def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
+        payload = {name: value for name, value in experiment.items() if name not in excluded}
         return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
     def _layout(self, resolver: Resolver) -> _Layout:
@@ -258,18 +255,22 @@ class Planner:
                 template[name] = entry.value
                 if entry.host:
                     host.add(name)
-        return _Layout(template, frozenset(host), tuple(varying), tuple(post_id))
+        not_in_id = frozenset(host | set(post_id) | {ID, *NOT_IN_ID} | {
+            name for name in template if name.startswith("results.")})
+        return _Layout(template, not_in_id, tuple(varying), tuple(post_id))
 
 
 class _Layout:
-    __slots__ = ("template", "host", "varying", "post_id")
+    """What all experiments of one framework share."""
 
-    def __init__(self, template: dict[str, Any], host: frozenset[str], varying: tuple[str, ...],
-                 post_id: tuple[str, ...]) -> None:
-        self.template = template
-        self.host = host
-        self.varying = varying
-        self.post_id = post_id
+    __slots__ = ("template", "not_in_id", "varying", "post_id")
+
+    def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
+                 varying: tuple[str, ...], post_id: tuple[str, ...]) -> None:
+        self.template = template  # every parameter in order; values shared by all experiments
+        self.not_in_id = not_in_id  # host values, outputs, the id and what depends on it
+        self.varying = varying  # parameters the sweep can change
+        self.post_id = post_id  # parameters that reference exp.id
 
 
 _regex_cache: dict[str, re.Pattern[str]] = {}

@@ -8,32 +8,40 @@ the ones it reaches. This is what makes planning thousands of experiments cheap.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dlbs.config.template import parse
 
 
-def references(raw: Any) -> tuple[frozenset[str], bool]:
-    """Names a raw value references directly, and whether some name is computed."""
+def references(raw: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """Names a raw value references directly, and the patterns of the names it computes."""
     if isinstance(raw, str):
         if "$" not in raw:
-            return frozenset(), False
+            return frozenset(), frozenset()
         template = parse(raw)
-        return template.static_refs, template.dynamic
+        return template.static_refs, template.patterns
     if isinstance(raw, list):
         items: Iterable[Any] = raw
     elif isinstance(raw, dict):
         items = raw.values()
     else:
-        return frozenset(), False
+        return frozenset(), frozenset()
     names: set[str] = set()
-    dynamic = False
+    patterns: set[str] = set()
     for item in items:
-        item_names, item_dynamic = references(item)
+        item_names, item_patterns = references(item)
         names |= item_names
-        dynamic = dynamic or item_dynamic
-    return frozenset(names), dynamic
+        patterns |= item_patterns
+    return frozenset(names), frozenset(patterns)
+
+
+def matching(patterns: Iterable[str], names: Iterable[str]) -> set[str]:
+    """The names that a computed reference with one of `patterns` can reach."""
+    compiled = [re.compile(p) for p in patterns]
+    return {name for name in names if any(p.fullmatch(name) for p in compiled)}
 
 
 def sweep_dependencies(alternatives: Mapping[str, list[Any]],
@@ -42,37 +50,30 @@ def sweep_dependencies(alternatives: Mapping[str, list[Any]],
 
     `alternatives` maps a name to every raw value it may take (the base value, axis items,
     extension values); an edge exists when any of them references the other name. A computed
-    reference (`${${a}.b}`) may reach anything, so such a name depends on every varying name.
+    reference (`${${a}.b}`) has an edge to every name its pattern (`.*\\.b`) matches: names
+    outside `alternatives` come from the environment, which no experiment changes.
     """
     varying_order = list(dict.fromkeys(varying))
-    varying_set = set(varying_order)
-    edges: dict[str, frozenset[str]] = {}
-    dynamic: set[str] = set()
+    edges: dict[str, set[str]] = {}
     for name, raws in alternatives.items():
         names: set[str] = set()
+        patterns: set[str] = set()
         for raw in raws:
-            refs, is_dynamic = references(raw)
+            refs, raw_patterns = references(raw)
             names |= refs
-            if is_dynamic:
-                dynamic.add(name)
-        edges[name] = frozenset(names)
+            patterns |= raw_patterns
+        if patterns:
+            names |= matching(patterns, alternatives)
+        edges[name] = names
 
     result: dict[str, tuple[str, ...]] = {}
     for root in alternatives:
         seen = {root}
         stack = [root]
-        everything = False
-        while stack and not everything:
-            node = stack.pop()
-            if node in dynamic:
-                everything = True
-                break
-            for child in edges.get(node, ()):
+        while stack:
+            for child in edges.get(stack.pop(), ()):
                 if child not in seen:
                     seen.add(child)
                     stack.append(child)
-        if everything:
-            result[root] = tuple(varying_order)
-        else:
-            result[root] = tuple(n for n in varying_order if n in seen)
+        result[root] = tuple(n for n in varying_order if n in seen)
     return result

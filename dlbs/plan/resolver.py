@@ -18,6 +18,7 @@ from dlbs.config.spec import ParamDef
 from dlbs.config.template import Expr, Ref, Template, parse
 from dlbs.config.values import cast, render, shell_word
 from dlbs.errors import ConfigError
+from dlbs.plan.graph import matching
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,25 @@ class ResolutionContext:
         self.env = env
         self.evaluator = SafeEvaluator()
         self.memo: dict[tuple[Any, ...], Resolved] = {}
+        self._template_deps: dict[str, tuple[str, ...] | None] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
+
+    def template_deps(self, raw: str, template: Template) -> tuple[str, ...]:
+        """The varying names a string's value can depend on."""
+        try:
+            return self._template_deps[raw]
+        except KeyError:
+            pass
+        names = set(template.static_refs)
+        if template.patterns:
+            names |= matching(template.patterns, self.deps)
+        reached: set[str] = set()
+        for name in names:
+            reached.update(self.deps.get(name, ()))
+        deps = tuple(sorted(reached))
+        self._template_deps[raw] = deps
+        return deps
 
     def visible(self, name: str, framework: str | None) -> bool:
         """False for names in the namespace of a framework other than the experiment's."""
@@ -66,7 +84,7 @@ def _located(error: ConfigError) -> bool:
 class Resolver:
     """Resolves names for one experiment (one set of overrides)."""
 
-    __slots__ = ("ctx", "overrides", "framework", "_stack", "_host")
+    __slots__ = ("ctx", "_overrides", "_tokens", "framework", "_stack", "_host")
 
     def __init__(self, ctx: ResolutionContext, overrides: Mapping[str, Override],
                  framework: str | None = None) -> None:
@@ -75,6 +93,15 @@ class Resolver:
         self.framework = framework
         self._stack: list[str] = []
         self._host = False
+
+    @property
+    def overrides(self) -> Mapping[str, Override]:
+        return self._overrides
+
+    @overrides.setter
+    def overrides(self, overrides: Mapping[str, Override]) -> None:
+        self._overrides = overrides
+        self._tokens = {name: override.token for name, override in overrides.items()}
 
     # -- public ------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -89,9 +116,7 @@ class Resolver:
         ctx = self.ctx
         deps = ctx.deps.get(name)
         if deps is not None:
-            overrides = self.overrides
-            key = (name, self.framework,
-                   tuple(overrides[d].token if d in overrides else None for d in deps))
+            key = (name, self.framework, *map(self._tokens.get, deps))
             hit = ctx.memo.get(key)
             if hit is not None:
                 self._host = self._host or hit.host
@@ -178,41 +203,52 @@ class Resolver:
             if "$" not in raw:
                 return raw
             template = parse(raw)
-            single = template.single
-            if single is not None:
-                return self._ref(single) if isinstance(single, Ref) else self._expr(single)
-            out = []
-            for part in template.parts:
-                if isinstance(part, str):
-                    out.append(part)
-                    continue
-                value = self._ref(part) if isinstance(part, Ref) else self._expr(part)
-                if list_item and isinstance(value, str):
-                    out.append(shell_word(value) if value else value)
-                else:
-                    out.append(render(value))
-            return "".join(out)
+            deps = self.ctx.template_deps(raw, template)
+            key = (raw, list_item, self.framework, *map(self._tokens.get, deps))
+            hit = self.ctx.memo.get(key)
+            if hit is None:
+                outer_host, self._host = self._host, False
+                hit = Resolved(self._render(template, list_item), self._host)
+                self.ctx.memo[key] = hit
+                self._host = outer_host
+            self._host = self._host or hit.host
+            return hit.value
         if isinstance(raw, list):
             return self._resolve_list(raw)
         if isinstance(raw, dict):
             return {key: self._resolve(item, False) for key, item in raw.items()}
         return raw
 
+    def _render(self, template: Template, list_item: bool) -> Any:
+        """The value of a parsed string: one reference or expression keeps its type."""
+        single = template.single
+        if isinstance(single, Ref):
+            value = self._ref(single)
+            if list_item and isinstance(value, str) and value:
+                return shell_word(value)  # one value stays one argument
+            return value
+        if single is not None:
+            return self._expr(single)
+        out = []
+        for part in template.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            value = self._ref(part) if isinstance(part, Ref) else self._expr(part)
+            if list_item and isinstance(value, str):
+                out.append(shell_word(value) if value else value)
+            else:
+                out.append(render(value))
+        return "".join(out)
+
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
         out: list[Any] = []
         for item in raw:
-            if isinstance(item, str) and "$" in item:
-                template = parse(item)
-                single = template.single
-                if isinstance(single, Ref):
-                    value = self._ref(single)
-                    if isinstance(value, list):
-                        out.extend(value)  # `"${exp.docker_args}"` splices the list in place
-                        continue
-                    if isinstance(value, str) and value:
-                        value = shell_word(value)  # one value stays one argument
-                else:
-                    value = self._resolve(item, list_item=True)
+            if isinstance(item, str):
+                value = self._resolve(item, list_item=True)
+                if isinstance(value, list):
+                    out.extend(value)  # `"${exp.docker_args}"` splices the list in place
+                    continue
             else:
                 value = self._resolve(item, list_item=False)
             if value is None or value == "":
