@@ -127,6 +127,10 @@ def parse_options(argv: list[str]) -> Options:
     if opts.device == "gpu" and opts.num_gpus < 1:
         raise BenchmarkError(f"--num_gpus must be at least 1 with --device gpu, got "
                              f"{opts.num_gpus}")
+    if opts.dtype == "float16" and opts.device == "cpu":
+        # Checked here so the run fails at once, not after building the network.
+        raise BenchmarkError("--dtype float16 needs --device gpu: MXNet 1.9 has no float16 "
+                             "matrix multiply or convolution on CPU (use float32)")
     if opts.graph_backend != "none" and not opts.forward_only:
         raise BenchmarkError("--graph_backend applies to inference only; add --forward_only")
     if opts.graph_backend != "none" and not opts.hybridize:

@@ -39,7 +39,7 @@ class _ClippedReLU(gluon.HybridBlock):
 
 
 class _DeepSpeech2Net(gluon.HybridBlock):
-    def __init__(self, num_classes: int, **kwargs) -> None:
+    def __init__(self, num_classes: int, rnn_units: int, rnn_layers: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.convs = nn.HybridSequential()
         for channels, kernel, strides, padding in _CONVS:
@@ -48,7 +48,7 @@ class _DeepSpeech2Net(gluon.HybridBlock):
                 nn.BatchNorm(), _ClippedReLU(),
             )
         self.rnn = gluon.rnn.RNN(
-            _RNN_UNITS, _RNN_LAYERS, activation="relu", layout="NTC", bidirectional=True
+            rnn_units, rnn_layers, activation="relu", layout="NTC", bidirectional=True
         )
         self.classifier = nn.Dense(num_classes, flatten=False)
 
@@ -65,8 +65,10 @@ class DeepSpeech2(Model):
 
     accepts_images = False
 
-    def __init__(self, model_id: str) -> None:
+    def __init__(self, model_id: str, rnn_units: int = _RNN_UNITS,
+                 rnn_layers: int = _RNN_LAYERS) -> None:
         super().__init__(model_id)
+        self.rnn_units, self.rnn_layers = rnn_units, rnn_layers
         self.title = "DeepSpeech2"
         self.input_shape = (1, 200, 161)
         self.num_classes = 29 * 29 + 1
@@ -76,7 +78,7 @@ class DeepSpeech2(Model):
         self.output_length = length
 
     def build(self) -> gluon.HybridBlock:
-        return _DeepSpeech2Net(self.num_classes)
+        return _DeepSpeech2Net(self.num_classes, self.rnn_units, self.rnn_layers)
 
     def output_shape(self, batch_size: int) -> tuple[int, ...]:
         return (batch_size, self.output_length, self.num_classes)
