@@ -108,9 +108,13 @@ def _layout(report: Report) -> tuple[list[str], list[_Grid]]:
 
 # -- text ------------------------------------------------------------------------------
 
+# rich's SIMPLE_HEAD in ASCII: only a rule under the header, so the text survives any pager,
+# e-mail or CI log.
+_ASCII_HEAD_RULE = "    \n    \n -- \n    \n    \n    \n    \n    \n"
+
 def render_text(report: Report) -> str:
     """Plain text: rich tables rendered without colour or terminal codes."""
-    from rich import box
+    from rich.box import Box
     from rich.console import Console
     from rich.table import Table
 
@@ -124,7 +128,8 @@ def render_text(report: Report) -> str:
         console.print()
         if grid.title:
             console.print(grid.title, soft_wrap=True)
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+        table = Table(box=Box(_ASCII_HEAD_RULE, ascii=True), show_edge=False, pad_edge=False,
+                      highlight=False)
         for header, numeric in zip(grid.headers, grid.numeric):
             table.add_column(header, justify="right" if numeric else "left", no_wrap=True)
         for row in grid.rows:

@@ -1,0 +1,241 @@
+"""Report tables: the numbers of weak, strong and regular reports, checked exactly."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from helpers_results import experiment
+
+from dlbs.errors import ResultsError
+from dlbs.report import build_report, render
+from dlbs.report.render import record_columns
+from dlbs.results.sources import Record, latest_per_id
+
+
+def records(*experiments: dict[str, Any]) -> list[Record]:
+    # Recency = position: later in the list is newer.
+    return [Record(item, "test", float(index)) for index, item in enumerate(experiments)]
+
+
+def cells(kind: str, items: list[Record]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    report = build_report(items, kind)
+    key = "replica_batch" if kind == "weak" else "effective_batch"
+    return {(row["model"], row[key], row["gpus"]): row for row in report.records()}
+
+
+WEAK = records(
+    experiment("resnet50", 1, 32, 100.0),
+    experiment("resnet50", 2, 32, 105.0),
+    experiment("resnet50", 4, 32, 110.0),
+    experiment("resnet50", 8, 32, 80.0),            # superlinear: efficiency above 100
+    experiment("resnet50", 2, 64, 50.0),            # no one-GPU baseline in this row
+    experiment("resnet50", 4, 64, 55.0),
+    experiment("vgg16", 1, 16, None, status="failure"),
+    experiment("vgg16", 2, 16, None, status="timeout"),
+    experiment("vgg16", 4, 16, None, status="failure"),
+)
+
+
+def test_weak_scaling_numbers() -> None:
+    table = cells("weak", WEAK)
+    expected = {
+        # gpus: (time ms, throughput, speedup, efficiency %)
+        1: (100.0, 320.0, 1.0, 100.0),
+        2: (105.0, 609.52, 1.9, 95.24),        # 64000/105; 609.524/320; 100/105
+        4: (110.0, 1163.64, 3.64, 90.91),      # 128000/110; 1163.636/320; 100/110
+        8: (80.0, 3200.0, 10.0, 125.0),        # not capped at 100
+    }
+    for gpus, (time_ms, throughput, speedup, efficiency) in expected.items():
+        row = table[("resnet50", 32, gpus)]
+        assert (row["time_ms"], row["throughput"], row["speedup"], row["efficiency"]) == (
+            time_ms, throughput, speedup, efficiency), gpus
+        assert row["samples"] == 1
+    no_base = table[("resnet50", 64, 4)]
+    assert (no_base["throughput"], no_base["speedup"], no_base["efficiency"]) == (
+        4654.55, None, None)                     # 256000/55
+    assert not any(model == "vgg16" for model, _, _ in table)
+
+
+STRONG = records(
+    experiment("alexnet_owt", 1, 256, 200.0, dtype="float16", phase="inference"),
+    experiment("alexnet_owt", 2, 128, 110.0, dtype="float16", phase="inference"),
+    experiment("alexnet_owt", 4, 64, 50.0, dtype="float16", phase="inference"),
+    experiment("alexnet_owt", 8, 32, 30.0, dtype="float16", phase="inference"),
+    experiment("alexnet_owt", 8, 16, 40.0, dtype="float16", phase="inference"),
+)
+
+
+def test_strong_scaling_numbers() -> None:
+    table = cells("strong", STRONG)
+    expected = {
+        1: (200.0, 1280.0, 1.0, 100.0),
+        2: (110.0, 2327.27, 1.82, 90.91),      # 256000/110; 200/110; 200/(2*110)
+        4: (50.0, 5120.0, 4.0, 100.0),
+        8: (30.0, 8533.33, 6.67, 83.33),       # 200/30; 200/(8*30)
+    }
+    for gpus, (time_ms, throughput, speedup, efficiency) in expected.items():
+        row = table[("alexnet_owt", 256, gpus)]
+        assert (row["time_ms"], row["throughput"], row["speedup"], row["efficiency"]) == (
+            time_ms, throughput, speedup, efficiency), gpus
+        assert (row["dtype"], row["phase"]) == ("float16", "inference")
+    other = table[("alexnet_owt", 128, 8)]
+    assert (other["throughput"], other["speedup"]) == (3200.0, None)
+
+
+def test_regular_report_numbers() -> None:
+    report = build_report(records(
+        experiment("resnet50", 1, 32, 100.0),
+        experiment("resnet50", 1, 64, 160.0),
+        experiment("resnet18", 1, 64, 40.0),
+        experiment("resnet101", 1, 64, 300.0),
+    ), "regular")
+    rows = [(r["model"], r["replica_batch"], r["time_ms"], r["throughput"])
+            for r in report.records()]
+    # Models in natural order: resnet18 < resnet50 < resnet101.
+    assert rows == [
+        ("resnet18", 64, 40.0, 1600.0),
+        ("resnet50", 32, 100.0, 320.0),
+        ("resnet50", 64, 160.0, 400.0),
+        ("resnet101", 64, 300.0, 213.33),
+    ]
+
+
+def test_several_experiments_in_one_cell_are_averaged_and_counted() -> None:
+    table = cells("weak", records(
+        experiment("resnet50", 1, 32, 100.0),
+        experiment("resnet50", 2, 32, 104.0, exp_id="run-a"),
+        experiment("resnet50", 2, 32, 106.0, exp_id="run-b"),
+        experiment("resnet50", 2, 32, 108.0, exp_id="run-c"),
+    ))
+    row = table[("resnet50", 32, 2)]
+    assert (row["time_ms"], row["samples"], row["efficiency"]) == (106.0, 3, 94.34)
+
+
+def test_latest_result_of_an_exp_id_wins() -> None:
+    def at(day: int, hour: int) -> float:
+        return datetime(2026, 1, day, hour, tzinfo=UTC).timestamp()
+
+    items = [
+        Record(experiment("resnet50", 1, 32, 100.0, exp_id="base"), "a.log", at(1, 9)),
+        Record(experiment("resnet50", 2, 32, 150.0, exp_id="x"), "b.log", at(1, 10)),
+        # Read before the last one but ended later: recency, not order, decides.
+        Record(experiment("resnet50", 2, 32, 125.0, exp_id="x"), "c.log", at(2, 10)),
+        Record(experiment("resnet50", 2, 32, 200.0, exp_id="x"), "d.log", at(1, 11)),
+    ]
+    report = build_report(items, "weak")
+    row = {r["gpus"]: r for r in report.records()}[2]
+    assert (row["time_ms"], row["samples"], row["efficiency"]) == (125.0, 1, 80.0)
+    assert report.superseded == 2
+
+
+def test_latest_failure_hides_an_older_success() -> None:
+    report = build_report(records(
+        experiment("resnet50", 1, 32, 100.0, exp_id="x"),
+        experiment("resnet50", 1, 32, None, exp_id="x", status="failure"),
+    ), "regular")
+    assert report.records() == [] and report.not_counted == {"failure": 1}
+    assert report.superseded == 1
+
+
+def test_latest_per_id_keeps_records_without_an_id() -> None:
+    first = experiment("resnet50", 1, 32, 100.0)
+    second = experiment("resnet50", 1, 32, 110.0)
+    del first["exp.id"], second["exp.id"]
+    kept, dropped = latest_per_id(records(first, second))
+    assert len(kept) == 2 and dropped == 0
+
+
+def test_failed_and_incomplete_are_footnoted() -> None:
+    report = build_report(WEAK + records(
+        experiment("resnet50", 1, 8, None, exp_id="no-time"),
+        experiment("", 1, 8, 10.0, exp_id="no-model"),
+    ), "weak")
+    assert report.not_counted == {"failure": 2, "timeout": 1}
+    assert report.incomplete == 2
+    notes = report.footnotes()
+    assert "Not counted (status not ok): 2 failure, 1 timeout." in notes
+    assert any(note.startswith("Not counted: 2 ok experiment(s)") for note in notes)
+    for fmt in ("text", "markdown"):
+        assert "2 failure, 1 timeout" in render(report, fmt)
+    assert json.loads(render(report, "json"))["not_counted"] == {"failure": 2, "timeout": 1}
+
+
+def test_cpu_experiments_scale_by_replicas() -> None:
+    def cpu(nodes: int, time_ms: float) -> dict[str, Any]:
+        item = experiment("resnet18", nodes, 16, time_ms, device="cpu")
+        item["exp.num_replicas"] = nodes
+        item["exp.num_nodes"] = nodes
+        return item
+
+    report = build_report(records(cpu(1, 400.0), cpu(2, 500.0)), "weak")
+    rows = {r["gpus"]: r for r in report.records()}
+    assert rows[2]["throughput"] == 64.0 and rows[2]["efficiency"] == 80.0
+    assert report.scale_label == "replicas"
+
+
+def test_text_report_shows_the_numbers() -> None:
+    text = render(build_report(WEAK, "weak"), "text")
+    assert text.startswith("Weak scaling (same replica batch)\n")
+    assert "All rows: dtype float32, phase training, device gpu." in text
+    efficiency = text.split("Efficiency (%), by number of GPUs\n", 1)[1]
+    header, rule, first, second = efficiency.splitlines()[:4]
+    assert header.split() == ["model", "replica", "batch", "1", "2", "4", "8"]
+    assert set(rule) <= {"-", " "}
+    assert first.split() == ["resnet50", "32", "100.00", "95.24", "90.91", "125.00"]
+    assert second.split() == ["resnet50", "64", "-", "-", "-", "-"]
+    assert "\x1b" not in text and all(line == line.rstrip() for line in text.splitlines())
+
+
+def test_markdown_report_rows() -> None:
+    text = render(build_report(STRONG, "strong"), "markdown")
+    assert "| model | effective batch | 1 | 2 | 4 | 8 |" in text
+    assert "|:---|---:|---:|---:|---:|---:|" in text
+    assert "| alexnet_owt | 256 | 100.00 | 90.91 | 100.00 | 83.33 |" in text
+    assert "| alexnet_owt | 256 | 1280.00 | 2327.27 | 5120.00 | 8533.33 |" in text
+
+
+def test_markdown_shows_samples() -> None:
+    text = render(build_report(records(
+        experiment("resnet50", 1, 32, 100.0, exp_id="a"),
+        experiment("resnet50", 1, 32, 110.0, exp_id="b"),
+    ), "regular"), "markdown")
+    assert "| resnet50 | 32 | 32 | 105.00 (n=2) | 304.76 (n=2) |" in text
+    assert "(n=K): the cell averages the batch times of K experiments." in text
+
+
+def test_csv_report_is_one_line_per_cell() -> None:
+    report = build_report(WEAK, "weak")
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
+    assert list(rows[0]) == record_columns(report)
+    by_gpus = {(row["replica_batch"], row["gpus"]): row for row in rows}
+    assert by_gpus[("32", "2")]["efficiency"] == "95.24"
+    assert by_gpus[("32", "4")]["throughput"] == "1163.64"
+    assert by_gpus[("64", "2")]["speedup"] == ""
+    assert len(rows) == 6
+
+
+def test_json_report_is_versioned() -> None:
+    document = json.loads(render(build_report(STRONG, "strong"), "json"))
+    assert (document["format"], document["version"], document["type"]) == (
+        "dlbs-report", 1, "strong")
+    assert document["counted"] == 5 and document["not_counted"] == {}
+    row = next(r for r in document["rows"] if r["gpus"] == 8 and r["effective_batch"] == 256)
+    assert (row["speedup"], row["efficiency"]) == (6.67, 83.33)
+
+
+def test_empty_report_says_so() -> None:
+    report = build_report(records(experiment("x", 1, 1, None, status="failure")), "weak")
+    text = render(report, "text")
+    assert "No ok experiments to report." in text and "1 failure" in text
+
+
+def test_unknown_type_and_format() -> None:
+    with pytest.raises(ResultsError, match="unknown report type 'linear'"):
+        build_report([], "linear")
+    with pytest.raises(ResultsError, match="unknown report format 'html'"):
+        render(build_report([], "weak"), "html")
