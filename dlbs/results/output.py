@@ -50,10 +50,8 @@ def _remove_quietly(path: str) -> None:
 
 
 def to_json(document: Any) -> str:
-    """Indented JSON with sorted keys (stable for diffs); NaN becomes null."""
-    return orjson.dumps(
-        document, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-    ).decode() + "\n"
+    """Indented JSON, keys in the order they were read; NaN and Infinity become null."""
+    return orjson.dumps(document, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def experiment_columns(experiments: Sequence[dict[str, Any]]) -> list[str]:
