@@ -303,6 +303,7 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
     path = tmp_path / "results.db"
     all_started: set[int] = set()
     all_ended: set[int] = set()
+    interrupted: set[int] = set()
     first = 0
     for kill_after in (40, 75, 130):
         started, ended = _run_writer_and_kill(path, first, kill_after)
@@ -321,7 +322,9 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
                 assert attempt.params["exp.replica_batch"] == number
             # ...and every row is whole: ended with its results, or started only.
             for number, attempt in attempts.items():
-                if attempt.ended:
+                if attempt.status == "interrupted":
+                    assert number in interrupted and attempt.results == {}
+                elif attempt.ended:
                     assert attempt.results["results.time"] == float(number + 1)
                 else:
                     assert attempt.status is None and attempt.results == {}
@@ -334,6 +337,7 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
             committed = max(n for n, a in attempts.items() if n % 7 == 0 and a.ended)
             assert limit is not None and 10**6 - committed <= limit <= 10**6 - reported
             for attempt in store.unfinished():
+                interrupted.add(int(attempt.exp_id[1:]))
                 store.record_end(attempt.exp_id, attempt.attempt, "interrupted",
                                  status_msg="dlbs was killed")
             first = max(attempts) + 1
