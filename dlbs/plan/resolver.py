@@ -249,10 +249,10 @@ class Resolver:
                 if isinstance(value, list):
                     out.extend(value)  # `"${exp.docker_args}"` splices the list in place
                     continue
+                if value is None or value == "":
+                    continue  # a conditional argument that is off
             else:
                 value = self._resolve(item, list_item=False)
-            if value is None or value == "":
-                continue
             out.append(value)
         return out
 

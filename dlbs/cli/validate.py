@@ -1,0 +1,29 @@
+"""`dlbs validate`: resolve and check a spec's plan without running anything."""
+
+from __future__ import annotations
+
+import argparse
+
+from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.errors import PlanError
+from dlbs.plan.builder import Planner
+from dlbs.plan.checks import check_plan
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_spec_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = check_plan(Planner(spec_from_args(args)))
+    print(f"plan: {report.experiments} experiments")
+    for warning in report.warnings:
+        print(f"warning: {warning}")
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    if report.problems:
+        count = len(report.problems)
+        raise PlanError(f"the plan is not valid: {report.problems[0]}" +
+                        (f" (and {count - 1} more problems above)" if count > 1 else ""))
+    print("ok")
+    return 0

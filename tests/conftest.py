@@ -1,0 +1,26 @@
+"""Shared fixtures. Service fixtures (Docker, SLURM) live beside the tests that need them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def dlbs_cli():
+    """Run `dlbs` as a subprocess; returns the CompletedProcess (text mode)."""
+
+    def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        return subprocess.run([sys.executable, "-m", "dlbs.cli.main", *args], cwd=cwd or REPO,
+                              env=full_env, capture_output=True, text=True, timeout=timeout)
+
+    return run
