@@ -14,6 +14,7 @@ from dlbs.results.protocol import (
     judge_status,
     parse_lines,
     parse_log,
+    protocol_line,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "judge_status",
     "parse_lines",
     "parse_log",
+    "protocol_line",
 ]

@@ -31,6 +31,17 @@ _LINE_STR = re.compile(_PREFIX + _KEY + r"(?P<value>.*)", re.DOTALL)
 _LINE_BYTES = re.compile(_PREFIX.encode() + _KEY.encode() + rb"(?P<value>.*)", re.DOTALL)
 
 _READ_BUFFER = 1 << 20
+_VALID_KEY = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def protocol_line(key: str, value: Any) -> str:
+    """The line that states `key` = `value` (no line ending): what log headers hold.
+
+    JSON escapes newlines, so a value never spills onto a second line.
+    """
+    if not _VALID_KEY.fullmatch(key):
+        raise ValueError(f"{key!r} cannot be a protocol key (letters, digits, _ . - only)")
+    return f"__{key}__={json.dumps(value, default=str)}"
 
 
 @dataclass

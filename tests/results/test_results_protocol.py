@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from helpers_results import DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dlbs.errors import ResultsError
 from dlbs.results.protocol import (
@@ -17,6 +19,7 @@ from dlbs.results.protocol import (
     judge_status,
     parse_lines,
     parse_log,
+    protocol_line,
 )
 
 GOLDEN = sorted(DATA.glob("*.expected.json"))
@@ -155,3 +158,26 @@ def test_large_log_streams(tmp_path: Path) -> None:
     assert parsed.values == {"exp.model": "resnet50", "results.time": 200}
     assert parsed.lines == 1 + 200 * 1001
     assert parsed.matched == 201
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.from_regex(r"[A-Za-z0-9_.\-]+", fullmatch=True), value=_JSON,
+       prefix=st.sampled_from(["", "  ", "0: ", "[default0]:", "[1,0]<stdout>:"]))
+def test_written_lines_read_back(key: str, value: Any, prefix: str) -> None:
+    line = prefix + protocol_line(key, value) + "\n"
+    assert parse_lines([line]).values == {key: value}
+    assert parse_lines([line.encode()]).values == {key: value}
+
+
+@pytest.mark.parametrize("key", ["", "a b", "a=b", "ä", "a\nb"])
+def test_protocol_line_refuses_bad_keys(key: str) -> None:
+    with pytest.raises(ValueError, match="cannot be a protocol key"):
+        protocol_line(key, 1)
