@@ -1,0 +1,425 @@
+"""The `slurm` target: one batch job per experiment, submitted with sbatch.
+
+The job script comes from the Jinja2 template `dlbs/run/templates/sbatch.sh.j2` and is
+written beside the experiment's log (`<log>.sbatch`), so that a user can read it and submit
+it again by hand. The job appends its output to the log. Inside the job, `srun` starts the
+invocation once per task (`Invocation.nodes` x `Invocation.tasks_per_node`); each task gets
+RANK, WORLD_SIZE, LOCAL_RANK and NODE_RANK from SLURM, and the job exports MASTER_ADDR (the
+first node's address) and MASTER_PORT for torchrun's and other frameworks' rendezvous.
+
+Jobs are tracked with `scontrol show job` (sacct only as a fallback: it needs accounting
+storage, which many small clusters and the test cluster lack; the controller keeps finished
+jobs for MinJobAge seconds). Failed, cancelled and timed-out jobs are reported with SLURM's
+state, reason and exit code.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dlbs.errors import LaunchError
+from dlbs.run.invocation import (
+    CANCELLED,
+    FAILURE,
+    INTERRUPTED,
+    OK,
+    TIMEOUT,
+    Invocation,
+    Outcome,
+    experiment_env,
+    experiment_label,
+    tokens,
+)
+from dlbs.run.targets.base import Experiment, SchedulerTarget, register_target
+from dlbs.run.targets.local import launcher_prefix
+from dlbs.run.targets.process import signal_name
+
+try:
+    import jinja2
+except ImportError as _error:
+    _MISSING: str | None = f"Jinja2 is missing ({_error}); install it with: pip install Jinja2"
+else:
+    _MISSING = None
+
+TEMPLATE = "sbatch.sh.j2"
+TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+COMMANDS = ("sbatch", "scontrol", "scancel")
+
+#: Each task's ranks, from SLURM's per-task variables (run by `sh -c` before `exec "$@"`).
+TASK_PRELUDE = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" '
+                'LOCAL_RANK="$SLURM_LOCALID" NODE_RANK="$SLURM_NODEID" '
+                'PET_NODE_RANK="$SLURM_NODEID"; ')
+
+#: Final job states -> outcome status. Anything else (PENDING, RUNNING, COMPLETING, ...)
+#: means the job is not done yet.
+FINAL_STATES = {
+    "COMPLETED": OK,
+    "FAILED": FAILURE,
+    "OUT_OF_MEMORY": FAILURE,
+    "NODE_FAIL": FAILURE,
+    "BOOT_FAIL": FAILURE,
+    "SPECIAL_EXIT": FAILURE,
+    "CANCELLED": CANCELLED,
+    "PREEMPTED": CANCELLED,
+    "REVOKED": CANCELLED,
+    "TIMEOUT": TIMEOUT,
+    "DEADLINE": TIMEOUT,
+}
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIELD_SPLIT = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
+
+
+def _sbatch_value(value: object) -> str:
+    """A value for an `#SBATCH` line: quoted when it has blanks; refused if it can't be."""
+    text = str(value)
+    if "\n" in text or '"' in text:
+        raise LaunchError(f"cannot put {text!r} in an sbatch directive (newline or double "
+                          "quote)", hint="rename the path or value")
+    return f'"{text}"' if any(c.isspace() for c in text) or not text else text
+
+
+def _sbatch_output(path: object) -> str:
+    """The log path for `--output`: `%` is a file-name pattern there, so it is doubled."""
+    return _sbatch_value(str(path).replace("%", "%%"))
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def _environment() -> Any:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                             undefined=jinja2.StrictUndefined, autoescape=False,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(shquote=lambda v: shlex.quote(str(v)), sbatch_value=_sbatch_value,
+                       sbatch_output=_sbatch_output, oneline=_one_line)
+    return env
+
+
+def _positive_int(experiment: Experiment, name: str, default: int) -> int:
+    value = experiment.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
+                          f"(experiment {experiment_label(experiment)})") from None
+    if number < 1:
+        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
+                          f"(experiment {experiment_label(experiment)})")
+    return number
+
+
+def _time_limit(experiment: Experiment) -> str | None:
+    """slurm.time as given, else exp.timeout rounded up to minutes, plus one as a margin."""
+    given = experiment.get("slurm.time")
+    if given not in (None, "", 0):
+        return str(given)
+    timeout = float(experiment.get("exp.timeout") or 0)
+    return str(math.ceil(timeout / 60) + 1) if timeout > 0 else None
+
+
+def _seconds(text: str) -> float:
+    """SLURM's `[D-]HH:MM:SS` (or MM:SS) as seconds; 0 for anything else."""
+    days, _, clock = text.rpartition("-")
+    try:
+        parts = [int(p) for p in clock.split(":")]
+        seconds = 0
+        for part in parts:
+            seconds = seconds * 60 + part
+        return seconds + (int(days) * 86400 if days else 0)
+    except ValueError:
+        return 0.0
+
+
+def parse_job_record(text: str) -> dict[str, str]:
+    """`scontrol show job -o` output (one line of KEY=VALUE; values may hold blanks)."""
+    fields: dict[str, str] = {}
+    for item in _FIELD_SPLIT.split(text.strip()):
+        key, sep, value = item.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise LaunchError(f"{argv[0]} not found on PATH",
+                          hint="run dlbs on a SLURM login node, or install the SLURM client "
+                               "commands") from None
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"{' '.join(argv)} did not answer within {timeout:g} s",
+                          hint="is slurmctld up? try: scontrol ping") from None
+
+
+@register_target("slurm", unavailable=_MISSING)
+class SlurmTarget(SchedulerTarget):
+    """Batch jobs of a SLURM cluster; see the module doc."""
+
+    summary = "a SLURM batch job per experiment (sbatch, srun; tracked with scontrol)"
+    #: Seconds between two looks at a job: from `poll_min`, growing to `poll_max`.
+    poll_min = 0.2
+    poll_max = 2.0
+    #: How long `wait` tolerates a controller that does not answer.
+    controller_patience = 120.0
+
+    # -- the request -------------------------------------------------------------------
+
+    def command(self, experiment: Experiment, invocation: Invocation) -> list[str]:
+        """What each task runs: launcher prefix + argv, or a `docker run` of them."""
+        if _docker_requested(experiment):
+            from dlbs.run.targets.docker import DockerTarget
+
+            docker_target = DockerTarget()
+            argv = docker_target.cli_argv(experiment, invocation)
+            # Every task starts its own container: no fixed name, or they would collide.
+            index = argv.index("--name")
+            return argv[:index] + argv[index + 2:]
+        return launcher_prefix(experiment) + list(invocation.argv)
+
+    def script(self, experiment: Experiment, invocation: Invocation, log_path: str,
+               script_path: str) -> str:
+        """The job script's text."""
+        nodes = _positive_int(experiment, "slurm.nodes", invocation.nodes)
+        ntasks = _positive_int(experiment, "slurm.ntasks_per_node", invocation.tasks_per_node)
+        label = experiment_label(experiment)
+        if invocation.nodes > nodes or invocation.tasks_per_node > ntasks:
+            raise LaunchError(
+                f"experiment {label}: the recipe needs {invocation.nodes} node(s) x "
+                f"{invocation.tasks_per_node} task(s), but slurm.nodes={nodes} and "
+                f"slurm.ntasks_per_node={ntasks}", hint="raise slurm.nodes or "
+                "slurm.ntasks_per_node, or leave them unset")
+        gpus = experiment.get("slurm.gpus_per_node") or len(invocation.gpus) or None
+        env = experiment_env(experiment)
+        env.update(invocation.env)
+        for name in env:
+            if not _ENV_NAME.match(name):
+                raise LaunchError(f"experiment {label}: {name!r} is not a valid environment "
+                                  "variable name")
+        extra = self.extra_args(experiment)
+        resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *extra, script_path])
+        values = {
+            "exp_id": _one_line(label), "script_path": script_path, "resubmit": resubmit,
+            "job_name": "dlbs-" + _one_line(experiment.get("exp.id") or Path(log_path).stem),
+            "nodes": nodes, "ntasks_per_node": ntasks,
+            "partition": experiment.get("slurm.partition") or "",
+            "account": experiment.get("slurm.account") or "",
+            "time": _time_limit(experiment) or "",
+            "gpus_per_node": gpus or "",
+            "output": os.path.abspath(log_path),
+            "workdir": os.path.abspath(invocation.workdir or os.getcwd()),
+            "env": env, "task_prelude": TASK_PRELUDE,
+            "srun_nodes": invocation.nodes, "tasks_per_node": invocation.tasks_per_node,
+            "argv": self.command(experiment, invocation),
+        }
+        return _environment().get_template(TEMPLATE).render(values)
+
+    @staticmethod
+    def extra_args(experiment: Experiment) -> list[str]:
+        """`slurm.extra_args` as tokens; they go on sbatch's command line."""
+        return tokens(experiment.get("slurm.extra_args"), "slurm.extra_args")
+
+    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+        """The sbatch command line and the script it would submit."""
+        log_path = str(experiment.get("exp.log_file") or "experiment.log")
+        script_path = os.path.abspath(log_path) + ".sbatch"
+        return {"target": self.name,
+                "sbatch": ["sbatch", "--parsable", *self.extra_args(experiment), script_path],
+                "script": self.script(experiment, invocation, log_path, script_path)}
+
+    # -- checks before the sweep -------------------------------------------------------
+
+    def preflight(self, experiments: Sequence[Experiment]) -> None:
+        """The SLURM commands, the controller, the partitions, the argument lists."""
+        if not experiments:
+            return
+        for command in COMMANDS:
+            if shutil.which(command) is None:
+                raise LaunchError(f"exp.scheduler is slurm, but {command} is not on PATH",
+                                  hint="run dlbs on a SLURM login node, or install the SLURM "
+                                       "client commands")
+        ping = _run(["scontrol", "ping"], timeout=30)
+        if ping.returncode != 0 or " is UP" not in ping.stdout:
+            answer = _one_line(ping.stdout + ping.stderr) or f"exit status {ping.returncode}"
+            raise LaunchError(f"the SLURM controller does not answer: {answer}",
+                              hint="start slurmctld (for the tests: .ci/services/slurm.sh), "
+                                   "or check SLURM_CONF")
+        partitions: dict[str, Experiment] = {}
+        for experiment in experiments:
+            self.extra_args(experiment)
+            _time_limit(experiment)
+            _positive_int(experiment, "slurm.nodes", 1)
+            _positive_int(experiment, "slurm.ntasks_per_node", 1)
+            if experiment.get("slurm.partition"):
+                partitions.setdefault(str(experiment["slurm.partition"]), experiment)
+            if _docker_requested(experiment):
+                from dlbs.run.targets.docker import _docker_args, _image
+
+                _docker_args(experiment)
+                _image(experiment)
+        for partition, experiment in partitions.items():
+            shown = _run(["scontrol", "show", "partition", partition], timeout=30)
+            if shown.returncode != 0:
+                raise LaunchError(
+                    f"slurm.partition: no partition {partition!r} on this cluster "
+                    f"(experiment {experiment_label(experiment)})",
+                    hint="sinfo lists the partitions")
+
+    # -- submitting and tracking -------------------------------------------------------
+
+    def submit(self, experiment: Experiment, invocation: Invocation, log_path: str) -> str:
+        """Write `<log_path>.sbatch`, submit it, return the job id."""
+        script_path = os.path.abspath(log_path) + ".sbatch"
+        text = self.script(experiment, invocation, log_path, script_path)
+        _write_atomically(script_path, text)
+        argv = ["sbatch", "--parsable", *self.extra_args(experiment), script_path]
+        result = _run(argv)
+        if result.returncode != 0:
+            raise LaunchError(f"sbatch refused the job of experiment "
+                              f"{experiment_label(experiment)}: "
+                              f"{_one_line(result.stderr or result.stdout)}",
+                              hint=f"the script is {script_path}")
+        job_id = result.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise LaunchError(f"sbatch answered {result.stdout.strip()!r}, not a job id")
+        return job_id
+
+    def job_record(self, job_id: str) -> dict[str, str] | None:
+        """The controller's record of a job, or None when it does not know the job."""
+        result = _run(["scontrol", "show", "job", "-o", job_id], timeout=30)
+        if result.returncode != 0:
+            if "Invalid job id" in result.stderr:
+                return None
+            raise LaunchError(f"scontrol show job {job_id} failed: "
+                              f"{_one_line(result.stderr or result.stdout)}")
+        return parse_job_record(result.stdout.splitlines()[0]) if result.stdout.strip() else None
+
+    def wait(self, job_id: str, timeout: float | None) -> Outcome:
+        """Poll until the job ends; see `SchedulerTarget.wait`."""
+        interval = self.poll_min
+        unreachable_since: float | None = None
+        try:
+            while True:
+                try:
+                    record = self.job_record(job_id)
+                    unreachable_since = None
+                except LaunchError:
+                    unreachable_since = unreachable_since or time.monotonic()
+                    if time.monotonic() - unreachable_since > self.controller_patience:
+                        raise
+                    record = {"JobState": "UNKNOWN"}
+                if record is None:
+                    return self._forgotten(job_id)
+                state = record.get("JobState", "UNKNOWN").split()[0]
+                if state in FINAL_STATES:
+                    return self._outcome(job_id, record)
+                run_time = _seconds(record.get("RunTime", ""))
+                if timeout and timeout > 0 and state == "RUNNING" and run_time >= timeout:
+                    self.cancel(job_id)
+                    self._wait_final(job_id)
+                    return Outcome(TIMEOUT, f"SLURM job {job_id} still running after the "
+                                   f"timeout of {timeout:g} s; cancelled",
+                                   details=_details(job_id, record))
+                time.sleep(interval)
+                interval = min(self.poll_max, interval * 1.5)
+        except KeyboardInterrupt:
+            self.cancel(job_id)
+            return Outcome(INTERRUPTED, f"interrupted by the user; SLURM job {job_id} "
+                           "cancelled", details={"job_id": job_id})
+
+    def _wait_final(self, job_id: str, limit: float = 60.0) -> None:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            record = self.job_record(job_id)
+            if record is None or record.get("JobState", "").split()[0] in FINAL_STATES:
+                return
+            time.sleep(self.poll_min)
+
+    def cancel(self, job_id: str) -> None:
+        """`scancel` the job; a job that already ended is not an error."""
+        _run(["scancel", job_id], timeout=30)
+
+    def _outcome(self, job_id: str, record: dict[str, str]) -> Outcome:
+        state = record["JobState"].split()[0]
+        status = FINAL_STATES[state]
+        details = _details(job_id, record)
+        code, _, sig = record.get("ExitCode", "0:0").partition(":")
+        returncode = int(code) if code.isdigit() else None
+        if status == OK:
+            return Outcome(OK, returncode=returncode, details=details)
+        facts = [f"reason {record.get('Reason', 'None')}"]
+        if state == "CANCELLED" and record.get("NodeList", "(null)") in ("", "(null)"):
+            facts.append("before it started")
+        if returncode and returncode > 128:  # srun's status for a task killed by a signal
+            facts.append(f"exit status {returncode}: killed by {signal_name(returncode - 128)}")
+        elif returncode:
+            facts.append(f"exit status {returncode}")
+        if sig.isdigit() and int(sig):
+            facts.append(f"signal {signal_name(int(sig))}")
+        if state == "TIMEOUT":
+            facts.append(f"time limit {record.get('TimeLimit', '?')}")
+        return Outcome(status, f"SLURM job {job_id} {state} ({', '.join(facts)})", returncode,
+                       details)
+
+    def _forgotten(self, job_id: str) -> Outcome:
+        """A job the controller no longer knows: ask accounting, where there is any."""
+        if shutil.which("sacct"):
+            result = _run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode,Reason"],
+                          timeout=30)
+            line = result.stdout.strip().splitlines()[0] if result.stdout.strip() else ""
+            if result.returncode == 0 and line:
+                state, exit_code, reason = (line.split("|") + ["", ""])[:3]
+                record = {"JobState": state.split()[0], "ExitCode": exit_code,
+                          "Reason": reason or "None"}
+                if record["JobState"] in FINAL_STATES:
+                    return self._outcome(job_id, record)
+        return Outcome(FAILURE, f"SLURM job {job_id} is unknown to the controller (ended more "
+                       "than MinJobAge ago, with no accounting storage to ask)",
+                       details={"job_id": job_id})
+
+
+def _docker_requested(experiment: Experiment) -> bool:
+    value = experiment.get("exp.docker", False)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
+
+
+def _details(job_id: str, record: dict[str, str]) -> dict[str, Any]:
+    keys = ("JobState", "Reason", "ExitCode", "NodeList", "BatchHost", "RunTime",
+            "TimeLimit", "StartTime", "EndTime", "StdOut")
+    details: dict[str, Any] = {"job_id": job_id}
+    details.update({key.lower(): record[key] for key in keys if key in record})
+    return details
+
+
+def _write_atomically(path: str, text: str) -> None:
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".sbatch-")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o755)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

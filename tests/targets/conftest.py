@@ -1,0 +1,94 @@
+"""Fixtures for the execution-target tests: the real Docker Engine and the real SLURM cluster.
+
+The fixtures only check that the services are up; `.ci/run` starts them with the scripts in
+`.ci/services/`. A service that is down FAILS the tests that need it, with the command that
+starts it: these tests never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlbs.run.invocation import Invocation, Mount, Outcome
+from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_IMAGE = "dlbs-test:latest"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[Any]:
+    """A Docker SDK client of the running engine; fails if there is none."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as error:  # any failure here means: the engine is not usable
+        pytest.fail(f"the Docker Engine is not running ({error}); start it with "
+                    "`bash .ci/services/docker.sh` (as root)", pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def test_image(docker_client: Any) -> dict[str, Any]:
+    """The local test image and the read-only mounts that give it a Python interpreter."""
+    import docker.errors
+
+    try:
+        image = docker_client.images.get(TEST_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"image {TEST_IMAGE} is missing; build it with "
+                    "`bash .ci/services/test-image.sh`", pytrace=False)
+    labels = image.labels or {}
+    mounts = [Mount(labels[key], labels[key], read_only=True)
+              for key in ("dlbs.venv", "dlbs.python_home") if labels.get(key)]
+    return {"name": TEST_IMAGE, "mounts": mounts, "venv": labels.get("dlbs.venv")}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> dict[str, str]:
+    """The two-node test cluster; fails unless the controller and both nodes answer."""
+    if shutil.which("sbatch") is None:
+        pytest.fail("SLURM is not installed; run `bash .ci/services/slurm.sh` (as root)",
+                    pytrace=False)
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=30)
+    if " is UP" not in ping.stdout:
+        pytest.fail(f"slurmctld does not answer ({ping.stdout.strip() or ping.stderr.strip()}); "
+                    "start it with `bash .ci/services/slurm.sh`", pytrace=False)
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True,
+                           text=True, timeout=30).stdout.split("\n")
+    states = dict(line.split() for line in nodes if line.strip())
+    for node in ("node1", "node2"):
+        if states.get(node, "").rstrip("*~#") not in ("idle", "mix", "alloc", "comp"):
+            pytest.fail(f"SLURM node {node} is not up ({states}); start it with "
+                        "`bash .ci/services/slurm.sh`", pytrace=False)
+    return states
+
+
+def _run_to_end(target: Target, experiment: dict[str, Any], invocation: Invocation,
+               log_path: Path, timeout: float | None = None) -> Outcome:
+    """Run an invocation through any kind of target, as the run loop will.
+
+    The log starts with a header line, as the run loop's logs do, then gets the output.
+    """
+    log_path.write_bytes(b"__exp.id__=\"header\"\n")
+    if isinstance(target, SchedulerTarget):
+        job_id = target.submit(experiment, invocation, str(log_path))
+        return target.wait(job_id, timeout)
+    assert isinstance(target, ProcessTarget)
+    with open(log_path, "ab") as log:
+        return target.run(experiment, invocation, log, timeout)
+
+
+@pytest.fixture
+def run_to_end() -> Any:
+    """`run_to_end(target, experiment, invocation, log_path, timeout)` -> Outcome."""
+    return _run_to_end
