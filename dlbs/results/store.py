@@ -207,7 +207,10 @@ class ResultsStore:
             self._check_identity(version, application_id)
             if version == 0:
                 self._check_empty()  # before WAL: never touch a foreign database
-            if self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
+            # Readers of an up-to-date WAL database take no write lock at all, so a report
+            # never waits for (or delays) a running sweep.
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal" and \
+                    self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] != "wal":
                 raise ResultsError(
                     f"results database {self.path}: cannot switch to WAL journal mode",
                     hint="keep the database on a local file system",
@@ -215,10 +218,13 @@ class ResultsStore:
             # NORMAL in WAL mode: a committed transaction survives the death of the process
             # (kill -9); only a power cut may lose the newest commits, never consistency.
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            if version == SCHEMA_VERSION:
+                return
             with self._transaction():
                 # Read again inside the write lock: another process may have created or
                 # migrated the database since we looked.
                 version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                self._check_identity(version, APPLICATION_ID)
                 if version == 0:
                     self._check_empty()
                     for statement in _split_sql(_SCHEMA):

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -342,3 +343,35 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
                                  status_msg="dlbs was killed")
             first = max(attempts) + 1
     assert len(all_ended) >= 40 + 75 + 130
+
+
+def test_many_processes_create_one_database_at_once(tmp_path: Path) -> None:
+    # Several runs may open a fresh database at the same moment: one creates it, the others
+    # see it created (the version is read again under the write lock).
+    path = tmp_path / "results.db"
+    code = ("import sys; from dlbs.results.store import ResultsStore; "
+            "s = ResultsStore(sys.argv[1]); s.record_start(sys.argv[2], 1, {}); s.close()")
+    environment = dict(os.environ, PYTHONPATH=str(REPO))
+    processes = [subprocess.Popen([sys.executable, "-c", code, str(path), f"e{index}"],
+                                  env=environment, stderr=subprocess.PIPE, text=True)
+                 for index in range(4)]
+    for process in processes:
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
+    with ResultsStore(path) as store:
+        assert sorted(store.latest_statuses()) == ["e0", "e1", "e2", "e3"]
+        assert store.schema_version == SCHEMA_VERSION
+
+
+def test_reader_opens_while_a_writer_holds_a_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "results.db"
+    with ResultsStore(path) as writer:
+        writer.record_start("e1", 1, PARAMS)
+        writer._conn.execute("BEGIN IMMEDIATE")   # a write in progress, as mid-sweep
+        try:
+            began = time.monotonic()
+            with ResultsStore(path, create=False) as reader:
+                assert reader.latest_status("e1") == STARTED
+            assert time.monotonic() - began < 5
+        finally:
+            writer._conn.execute("ROLLBACK")
