@@ -80,6 +80,9 @@ def _read_yaml(path: Path, text: str) -> Any:
         mark = error.problem_mark or error.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = error.problem or error.context or "syntax error"
+        start = error.context_mark
+        if error.context and start is not None and mark is not None and start.line != mark.line:
+            problem += f" ({error.context} started at line {start.line + 1})"
         raise ConfigError(f"{where}: malformed YAML: {problem}") from None
     except YAMLError as error:
         raise ConfigError(f"{path}: malformed YAML: {error}") from None

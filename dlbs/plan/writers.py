@@ -44,12 +44,13 @@ def _jsonl(experiments: Iterable[dict[str, Any]], out: IO[bytes],
 def _json(experiments: Iterable[dict[str, Any]], out: IO[bytes],
           keys: Sequence[str] | None) -> int:
     count = 0
-    out.write(b"[")
     for experiment in experiments:
-        out.write(b"\n" if count == 0 else b",\n")
+        # Nothing is written before the first experiment resolves: a spec that fails at once
+        # leaves the output empty.
+        out.write(b"[\n" if count == 0 else b",\n")
         out.write(orjson.dumps(_select(experiment, keys), option=orjson.OPT_INDENT_2))
         count += 1
-    out.write(b"\n]\n" if count else b"]\n")
+    out.write(b"\n]\n" if count else b"[]\n")
     return count
 
 
