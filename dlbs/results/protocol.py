@@ -168,10 +168,12 @@ def _is_positive_number(value: Any) -> bool:
 def experiment_from_log(parsed: ParsedLog) -> dict[str, Any]:
     """One experiment (flat dict of `exp.*`, `results.*`, ... keys) from a parsed log.
 
-    The status is judged as `judge_status` says; `exp.log_file` is set to the file read when
-    the log does not name one itself.
+    The status is judged as `judge_status` says. `results.log_file` is the file read (as
+    for an attempt from the results database); `exp.log_file` is set to it too when the
+    log does not name one itself (DLBS users' scripts read that key).
     """
     experiment = judge_status(parsed.values)
-    if parsed.path is not None and "exp.log_file" not in experiment:
-        experiment["exp.log_file"] = parsed.path
+    if parsed.path is not None:
+        experiment.setdefault("exp.log_file", parsed.path)
+        experiment["results.log_file"] = parsed.path
     return experiment

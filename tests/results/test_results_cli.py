@@ -61,9 +61,7 @@ def test_parse_folder_prints_versioned_json(tmp_path: Path) -> None:
     document = json.loads(result.stdout)
     assert (document["format"], document["version"]) == ("dlbs-experiments", 1)
     golden = _golden()
-    found = {experiment["exp.log_file"] if experiment["exp.log_file"] in golden else
-             next(log for log, want in golden.items()
-                  if want.get("exp.log_file") == experiment["exp.log_file"]): experiment
+    found = {experiment["results.log_file"]: experiment
              for experiment in document["experiments"]}
     assert found == golden
     assert result.stderr == ("dlbs parse: 5 experiment(s) (1 failure, 4 ok); 5 protocol "
@@ -207,3 +205,34 @@ def test_cli_modules_import_light() -> None:
             "heavy = {'rich', 'sqlite3', 'orjson'} & set(sys.modules); "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+def test_parse_skips_files_without_protocol_lines(tmp_path: Path) -> None:
+    (tmp_path / "build.log").write_text("compiling...\ndone\n")
+    write_log(tmp_path / "a" / "exp.log", experiment("resnet50", 1, 32, 100.0))
+    result = dlbs_cli("parse", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    [parsed] = json.loads(result.stdout)["experiments"]
+    assert parsed["results.log_file"] == str(tmp_path / "a" / "exp.log")
+    assert result.stderr == ("dlbs parse: 1 experiment(s) (1 ok); 1 file(s) without protocol "
+                             "lines ignored\n")
+
+
+def test_parse_exports_a_database(tmp_path: Path) -> None:
+    database = tmp_path / "results.db"
+    with ResultsStore(database) as store:
+        params = experiment("resnet50", 1, 32, None, status=None)
+        store.record_start("e1", 1, params, log_path="e1.log")
+        store.record_end("e1", 1, "failure", status_msg="CUDA out of memory")
+        store.record_start("e1", 2, params, log_path="e1.2.log")
+        store.record_end("e1", 2, "ok", results={"results.time": 50.0})
+        store.record_start("e2", 1, params, log_path="e2.log")     # still running
+    result = dlbs_cli("parse", str(database), "--keys", "exp.id,results.status,results.time,"
+                      "results.attempt,results.log_file")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["experiments"] == [
+        {"exp.id": "e1", "results.time": 50.0, "results.status": "ok", "results.attempt": 2,
+         "results.log_file": "e1.2.log"},
+        {"exp.id": "e2", "results.status": "started", "results.attempt": 1,
+         "results.log_file": "e2.log"},
+    ]
