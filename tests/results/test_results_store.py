@@ -16,6 +16,7 @@ from helpers_results import REPO
 
 from dlbs.errors import ResultsError
 from dlbs.results import store as store_module
+from dlbs.results.protocol import STATUSES
 from dlbs.results.store import SCHEMA_VERSION, STARTED, ResultsStore, is_sqlite_file
 
 PARAMS = {"exp.model": "resnet50", "exp.replica_batch": 32, "exp.num_gpus": 1}
@@ -375,3 +376,10 @@ def test_reader_opens_while_a_writer_holds_a_transaction(tmp_path: Path) -> None
             assert time.monotonic() - began < 5
         finally:
             writer._conn.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_schema_accepts_every_status(db: ResultsStore, status: str) -> None:
+    # The schema spells the statuses out; a new status needs a schema migration.
+    db.record_attempt("e1", 1, PARAMS, status)
+    assert db.latest_status("e1") == status
