@@ -1,9 +1,10 @@
 """The log protocol: `__<key>__=<json>` lines, as backends, the run loop and DLBS print them.
 
-A log is read line by line and never held in memory. A line counts when, after optional
-blanks and an optional launcher rank prefix (`0: ` from `srun --label`, `[default0]:` from
-torchrun, `[1,0]<stdout>:` from mpirun, `[rank0]:` from PyTorch), it starts with
-`__<key>__=`; the rest of the line is a JSON value. The last occurrence of a key wins
+A log is read line by line and never held in memory; the pieces of a line between carriage
+returns (a progress bar redraws itself with them) count as lines of their own. A line
+counts when, after optional blanks and an optional launcher rank prefix (`0: ` from
+`srun --label`, `[default0]:` from torchrun, `[1,0]<stdout>:` from mpirun, `[rank0]:` from
+PyTorch), it starts with `__<key>__=`; the rest of the line is a JSON value. The last occurrence of a key wins
 (DLBS appended re-runs to the same file). Every other line is ignored; a matching line whose
 value is not JSON is counted, not fatal: a killed backend may leave half a line.
 """
@@ -92,27 +93,30 @@ class ProtocolParser:
         count = matched = unparsable = 0
         for line in lines:
             count += 1
+            # The substring test rejects most lines before any regex runs.
             if isinstance(line, bytes):
-                # The substring test rejects most lines before the regex runs.
                 if b"__=" not in line:
                     continue
-                match = _LINE_BYTES.match(line)
-                if match is None:
-                    continue
-                key = match.group("key").decode("ascii")
+                pattern: re.Pattern[Any] = _LINE_BYTES
+                # A progress bar redraws with \r: a terminal shows what follows the last
+                # one, and so the protocol line printed after a bar is found there.
+                segments = line.split(b"\r") if b"\r" in line else (line,)
             else:
                 if "__=" not in line:
                     continue
-                match = _LINE_STR.match(line)
+                pattern = _LINE_STR
+                segments = line.split("\r") if "\r" in line else (line,)
+            for segment in segments:
+                match = pattern.match(segment)
                 if match is None:
                     continue
                 key = match.group("key")
-            ok, value = _decode_value(match.group("value"))
-            if ok:
-                values[key] = value
-                matched += 1
-            else:
-                unparsable += 1
+                ok, value = _decode_value(match.group("value"))
+                if ok:
+                    values[key.decode("ascii") if isinstance(key, bytes) else key] = value
+                    matched += 1
+                else:
+                    unparsable += 1
         result.lines += count
         result.matched += matched
         result.unparsable += unparsable

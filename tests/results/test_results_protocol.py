@@ -104,6 +104,17 @@ def test_unparsable_values_are_counted_not_kept(line: str) -> None:
     assert (parsed.matched, parsed.unparsable) == (1, 1)
 
 
+@pytest.mark.parametrize(("line", "values"), [
+    ("100%|##########| 10/10 [00:01<00:00]\r__results.time__=12.5\n", {"results.time": 12.5}),
+    ("__a__=1\r__b__=2\r\n", {"a": 1, "b": 2}),
+    ("[default0]:50%|#####\r[default0]:__a__=[1]\n", {"a": [1]}),
+    ("__a__=1\rprogress 10%\n", {"a": 1}),
+])
+def test_progress_bar_carriage_returns(line: str, values: dict[str, Any]) -> None:
+    assert parse_lines([line]).values == values
+    assert parse_lines([line.encode()]).values == values
+
+
 def test_last_occurrence_wins_across_feeds() -> None:
     parser = ProtocolParser()
     parser.feed("__results.time__=1.0\n")
