@@ -4,9 +4,10 @@ A log is read line by line and never held in memory; the pieces of a line betwee
 returns (a progress bar redraws itself with them) count as lines of their own. A line
 counts when, after optional blanks and an optional launcher rank prefix (`0: ` from
 `srun --label`, `[default0]:` from torchrun, `[1,0]<stdout>:` from mpirun, `[rank0]:` from
-PyTorch), it starts with `__<key>__=`; the rest of the line is a JSON value. The last occurrence of a key wins
-(DLBS appended re-runs to the same file). Every other line is ignored; a matching line whose
-value is not JSON is counted, not fatal: a killed backend may leave half a line.
+PyTorch), it starts with `__<key>__=`; the rest of the line is a JSON value. The last
+occurrence of a key wins (DLBS appended re-runs to the same file). Every other line is
+ignored; a matching line whose value is not JSON is counted, not fatal: a killed backend
+may leave half a line.
 """
 
 from __future__ import annotations
