@@ -94,8 +94,11 @@ class Planner:
         framework_def = self.params.get(FRAMEWORK)
         frameworks = frozenset(str(c) for c in (framework_def.choices or [])) \
             if framework_def is not None else frozenset()
+        axis_keys = [frozenset(key for item in items for key in item)
+                     for items in self._axis_overrides]
         self.ctx = ResolutionContext(self.params, deps, frameworks,
-                                     host_environment() if env is None else env)
+                                     host_environment() if env is None else env, axis_keys,
+                                     frozenset([ID]) if self.auto_id else frozenset())
         self._layouts: dict[str | None, _Layout] = {}
         self._seen: set[str] = set()
 

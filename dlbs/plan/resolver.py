@@ -44,8 +44,13 @@ class ResolutionContext:
     """What every experiment of one plan shares: the base parameters and the memo table."""
 
     def __init__(self, params: Mapping[str, ParamDef], deps: Mapping[str, tuple[str, ...]],
-                 frameworks: frozenset[str], env: Mapping[str, str]) -> None:
+                 frameworks: frozenset[str], env: Mapping[str, str],
+                 axis_keys: list[frozenset[str]] | None = None,
+                 per_experiment: frozenset[str] = frozenset()) -> None:
         self.params = params
+        self.axis_keys = axis_keys or []
+        self.per_experiment = per_experiment
+        self._unique: dict[tuple[str, ...], bool] = {}
         self.deps = deps
         self.frameworks = frameworks
         self.env = env
@@ -70,6 +75,22 @@ class ResolutionContext:
         deps = tuple(sorted(reached))
         self._template_deps[raw] = deps
         return deps
+
+    def shared(self, deps: tuple[str, ...]) -> bool:
+        """Whether values depending on `deps` can repeat between experiments.
+
+        A value that reaches every axis of the sweep, or a name set anew for each experiment
+        (exp.id), is different in every experiment; memoising it would only make memory grow
+        with the plan.
+        """
+        try:
+            return self._unique[deps]
+        except KeyError:
+            names = set(deps)
+            shared = not (names & self.per_experiment) and (
+                not self.axis_keys or not all(keys & names for keys in self.axis_keys))
+            self._unique[deps] = shared
+            return shared
 
     def visible(self, name: str, framework: str | None) -> bool:
         """False for names in the namespace of a framework other than the experiment's."""
@@ -138,7 +159,7 @@ class Resolver:
             self._stack.pop()
         definition = self.ctx.params.get(name)
         entry = Resolved(value, self._host or (definition is not None and definition.host))
-        if key is not None:
+        if key is not None and ctx.shared(deps):
             ctx.memo[key] = entry
         self._host = outer_host or entry.host
         return entry
@@ -209,7 +230,8 @@ class Resolver:
             if hit is None:
                 outer_host, self._host = self._host, False
                 hit = Resolved(self._render(template, list_item), self._host)
-                self.ctx.memo[key] = hit
+                if self.ctx.shared(deps):
+                    self.ctx.memo[key] = hit
                 self._host = outer_host
             self._host = self._host or hit.host
             return hit.value
