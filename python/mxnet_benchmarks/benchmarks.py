@@ -38,8 +38,10 @@ def describe(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
+    # MXNet's message is its C++ backtrace, whose last line is the reason.
     text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    return f"{type(error).__name__}: {text}"[:1000]
+    name = type(error).__name__
+    return (text if text.startswith(name + ":") else f"{name}: {text}")[:1000]
 
 
 def print_report(report, start_time: str, framework_version: str) -> None:

@@ -1,0 +1,92 @@
+"""benchmarks.py as dlbs runs it: training and inference, the log protocol, failures."""
+
+from __future__ import annotations
+
+import pytest
+from mxnet_benchmarks import benchmarks
+
+pytestmark = pytest.mark.mxnet
+
+# The keys every successful run prints (the same as the PyTorch backend's).
+OK_KEYS = {
+    "exp.model_title", "exp.framework_ver", "results.start_time", "results.end_time",
+    "results.warmup_time_data", "results.time", "results.time_std", "results.time_median",
+    "results.time_p90", "results.time_p95", "results.time_p99", "results.time_data",
+    "results.throughput", "results.mem_peak", "results.status",
+}
+
+
+def assert_ok(run, batch: int, batches: int, warmup: int, title: str) -> dict:
+    assert run.returncode == 0, run.stderr[-3000:]
+    values = run.values
+    assert OK_KEYS <= set(values), set(values)
+    assert values["results.status"] == "ok"
+    assert values["exp.model_title"] == title
+    assert values["exp.framework_ver"] == "1.9.1"
+    assert len(values["results.time_data"]) == batches
+    assert len(values["results.warmup_time_data"]) == warmup
+    times = values["results.time_data"]
+    assert all(t > 0 for t in times)
+    assert values["results.time"] == pytest.approx(sum(times) / batches)
+    assert values["results.time_median"] <= values["results.time_p99"] <= max(times) + 1e-9
+    assert values["results.throughput"] == pytest.approx(batch * 1000.0 / values["results.time"])
+    assert values["results.mem_peak"] > 0
+    assert values["results.start_time"] < values["results.end_time"]
+    return values
+
+
+@pytest.mark.parametrize(("model_id", "title", "phase", "warmup", "extra"), [
+    ("deep_mnist", "DeepMNIST", "training", 0, []),
+    ("deep_mnist", "DeepMNIST", "inference", 1, []),
+    ("sensor_net", "SensorNet", "training", 1, ["--kv_store", "local"]),
+    ("acoustic_model", "AcousticModel", "inference", 0, ["--hybridize", "false"]),
+    ("resnet18", "ResNet18", "training", 1, []),
+    ("resnet18", "ResNet18", "inference", 1, ["--graph_backend", "onednn"]),
+    ("googlenet", "GoogleNet", "training", 0, ["--static_graph", "off"]),
+])
+def test_two_batches(run_backend, model_id, title, phase, warmup, extra):
+    flags = ["--model", model_id, "--batch_size", "2", "--num_batches", "2",
+             "--num_warmup_batches", str(warmup), "--forward_only",
+             "yes" if phase == "inference" else "no", *extra]
+    values = assert_ok(run_backend(*flags), batch=2, batches=2, warmup=warmup, title=title)
+    assert "results.time_data_wait" not in values  # synthetic data waits for nothing
+
+
+def test_deep_speech2_inference(run_backend):
+    run = run_backend("--model", "deep_speech2", "--batch_size", "1", "--num_batches", "1",
+                      "--num_warmup_batches", "0", "--forward_only")
+    assert_ok(run, batch=1, batches=1, warmup=0, title="DeepSpeech2")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--model", "resnet51"], "unknown model 'resnet51'; known models: acoustic_model"),
+    (["--model", "resnet18", "--kv_store", "horovod"], "unknown kv_store 'horovod'"),
+    (["--model", "resnet18", "--dtype", "float64"], "unknown dtype 'float64'"),
+    (["--model", "resnet18", "--kv_store", "dist_sync"], "needs a scheduler and servers"),
+    (["--model", "deep_mnist", "--data_dir", "/nonexistent/imagenet"],
+     "does not take images"),
+])
+def test_bad_input_is_a_clear_failure(run_backend, flags, message):
+    run = run_backend(*flags)
+    assert run.returncode == 2
+    assert run.values["results.status"] == "failure"
+    assert message in run.values["results.status_msg"]
+    assert "benchmarks.py: error: " in run.stderr and message in run.stderr
+    assert "Traceback" not in run.stderr
+    assert "results.time" not in run.values
+
+
+def test_a_crash_is_a_failure_with_its_reason(monkeypatch, capsys):
+    from mxnet_benchmarks import runner
+
+    def explode(opts):
+        raise RuntimeError("Traceback (most recent call last):\n  File src/storage.cc\n"
+                           "MXNetError: out of memory")
+
+    monkeypatch.setattr(runner, "run", explode)
+    status = benchmarks.main(["--model", "resnet18", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert '__results.status__="failure"' in out
+    assert '__results.status_msg__="RuntimeError: MXNetError: out of memory"' in out
+    assert "__results.time__" not in out

@@ -1,0 +1,105 @@
+"""dist_* kvstores for real: scheduler, server and two workers started by launch_dist."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import uuid
+
+import pytest
+from mx_helpers import BENCHMARKS, run_process
+
+pytestmark = pytest.mark.mxnet
+
+LAUNCHER = [sys.executable, "-m", "mxnet_benchmarks.launch_dist"]
+
+# Each worker trains w (initially 1) of y = w * x with loss y, x = rank + 1, SGD lr 1 and no
+# momentum, through the same gluon.Trainer path as benchmarks.py. Summed over two workers
+# the gradient is 1 + 2 = 3, so after one step every worker must hold w = 1 - 3 = -2.
+GRADIENT_SUM_WORKER = textwrap.dedent("""
+    import warnings
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    kv = mx.kv.create("{kv_store}")
+    net = gluon.nn.Dense(1, in_units=1, use_bias=False, weight_initializer=mx.init.One())
+    net.initialize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {{"learning_rate": 1.0}}, kvstore=kv)
+    x = mx.nd.full((1, 1), kv.rank + 1)
+    with autograd.record():
+        y = net(x).sum()
+    y.backward()
+    trainer.step(1)
+    weight = float(net.weight.data().asnumpy().ravel()[0])
+    print("rank=%d workers=%d weight=%s" % (kv.rank, kv.num_workers, weight), flush=True)
+""")
+
+
+@pytest.mark.parametrize("kv_store", ["dist_sync", "dist_device_sync"])
+def test_two_workers_sum_their_gradients(tmp_path, kv_store):
+    script = tmp_path / "worker.py"
+    script.write_text(GRADIENT_SUM_WORKER.format(kv_store=kv_store))
+    run = run_process(LAUNCHER + ["--num_workers", "2", "--num_servers", "1", "--",
+                                  sys.executable, str(script)], timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = sorted(line for line in run.stdout.splitlines() if line.startswith("rank="))
+    assert lines == ["rank=0 workers=2 weight=-2.0", "rank=1 workers=2 weight=-2.0"]
+
+
+def test_benchmark_dist_sync_two_workers(tmp_path):
+    run = run_process(LAUNCHER + [
+        "--num_workers", "2", "--num_servers", "1", "--timeout", "200", "--",
+        sys.executable, str(BENCHMARKS), "--model", "sensor_net", "--device", "cpu",
+        "--kv_store", "dist_sync", "--batch_size", "4", "--num_batches", "3",
+        "--num_warmup_batches", "1",
+    ])
+    assert run.returncode == 0, run.stderr[-3000:]
+    values = run.values
+    assert values["results.status"] == "ok"
+    # Only rank 0 prints results, and its throughput counts both workers' batches.
+    assert run.stdout.count("__results.time__=") == 1
+    assert values["results.throughput"] == pytest.approx(2 * 4 * 1000.0 / values["results.time"])
+    assert len(values["results.time_data"]) == 3
+
+
+def test_failing_workers_fail_the_job(tmp_path):
+    run = run_process(LAUNCHER + [
+        "--num_workers", "2", "--", sys.executable, str(BENCHMARKS), "--model", "nope",
+        "--device", "cpu", "--kv_store", "dist_sync",
+    ], timeout=120)
+    assert run.returncode == 2
+    assert run.values["results.status"] == "failure"
+    assert run.values["results.status_msg"].startswith("launch_dist: worker ")
+    assert "exited with status 2" in run.values["results.status_msg"]
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if token.encode() in cmdline.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def test_timeout_kills_every_role_and_fails(tmp_path):
+    token = f"hung-worker-{uuid.uuid4().hex}"
+    hung = f"import time, sys; sys.argv.append('{token}'); time.sleep(600)  # {token}"
+    run = run_process(LAUNCHER + ["--num_workers", "2", "--timeout", "3", "--",
+                                  sys.executable, "-c", hung], timeout=60)
+    assert run.returncode == 124
+    assert run.values["results.status"] == "failure"
+    assert "timed out after 3 s" in run.values["results.status_msg"]
+    assert _processes_with(token) == []
+
+
+def test_launcher_needs_a_command():
+    run = run_process(LAUNCHER + ["--num_workers", "2"], timeout=60)
+    assert run.returncode == 2
+    assert "give the worker command after --" in run.stderr
