@@ -69,7 +69,10 @@ def load_experiments(paths: Sequence[str | os.PathLike[str]]) -> Loaded:
         if os.path.isdir(path):
             logs = find_logs(path)
             if not logs:
-                raise ResultsError(f"no *{LOG_SUFFIX} files under {path}")
+                raise ResultsError(
+                    f"no *{LOG_SUFFIX} files under {path}",
+                    hint="name log files, folders that hold them, or a results database",
+                )
             for log in logs:
                 _load_log(log, loaded)
         elif os.path.isfile(path):

@@ -236,3 +236,10 @@ def test_parse_exports_a_database(tmp_path: Path) -> None:
         {"exp.id": "e2", "results.status": "started", "results.attempt": 1,
          "results.log_file": "e2.log"},
     ]
+
+
+def test_report_in_a_folder_without_logs(tmp_path: Path) -> None:
+    result = dlbs_cli("report", cwd=tmp_path)
+    _one_line_error(result, "no *.log files under .")
+    assert result.stderr.splitlines()[1] == (
+        "hint: name log files, folders that hold them, or a results database")
