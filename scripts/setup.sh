@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Create (or update) the virtual environment .venv with dlbs installed from this checkout.
+#
+#   scripts/setup.sh            dlbs and its test tools
+#   scripts/setup.sh --pytorch  ... plus the PyTorch backend's packages (CPU is enough)
+#   scripts/setup.sh --all      ... plus PyTorch and MXNet 1.9.1 (numpy 1.23.5), in one venv
+#
+# Works on a fresh Debian machine as root: python3-venv is installed when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="test"
+case "${1:-}" in
+    "") ;;
+    --pytorch) extras="test,pytorch" ;;
+    --all) extras="test,pytorch,mxnet" ;;
+    *) echo "usage: $0 [--pytorch|--all]" >&2; exit 2 ;;
+esac
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup.sh: dlbs needs Python >= 3.11 ($python is $("$python" --version 2>&1))" >&2
+    exit 2
+fi
+if ! "$python" -m venv --help >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+fi
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v "^WARNING: Location" || true
+# pip's exit status is hidden by the filter above: check that what we need imports.
+.venv/bin/python -c "import dlbs.cli.main, ruamel.yaml, simpleeval, orjson"
+case "$extras" in
+    *pytorch*) .venv/bin/python -c "import torch, torchvision" ;;
+esac
+case "$extras" in
+    *mxnet*) .venv/bin/python -W ignore -c "import mxnet" ;;
+esac
+echo "setup.sh: .venv ready (extras: $extras)"
