@@ -18,7 +18,8 @@ from dlbs.errors import DlbsError
 COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("dlbs.cli.plan", "resolve a spec into its experiments and print or write the plan"),
     "validate": ("dlbs.cli.validate", "check a spec and its plan without running anything"),
-    "print-config": ("dlbs.cli.print_config", "print the merged spec (defaults, includes, file, CLI)"),
+    "print-config": ("dlbs.cli.print_config",
+                     "print the merged spec (defaults, includes, file, CLI)"),
     "help": ("dlbs.cli.help", "show parameter documentation from the configs"),
     "list": ("dlbs.cli.list", "list models, frameworks or targets"),
     "parse": ("dlbs.cli.parse", "read experiment logs (DLBS's too) and print them as JSON or CSV"),

@@ -23,7 +23,7 @@ class ParamDef:
     host: bool = False
 
     def definition(self) -> dict[str, Any]:
-        """This definition as a spec object (for `print-config` and `help`)."""
+        """The definition as a spec object (for `print-config` and `help`)."""
         out: dict[str, Any] = {"val": self.value}
         if self.type:
             out["type"] = self.type

@@ -9,7 +9,6 @@ the ones it reaches. This is what makes planning thousands of experiments cheap.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,7 +45,7 @@ def matching(patterns: Iterable[str], names: Iterable[str]) -> set[str]:
 
 def sweep_dependencies(alternatives: Mapping[str, list[Any]],
                        varying: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """For each name, the varying names in its reference closure (itself included).
+    r"""For each name, the varying names in its reference closure (itself included).
 
     `alternatives` maps a name to every raw value it may take (the base value, axis items,
     extension values); an edge exists when any of them references the other name. A computed

@@ -96,7 +96,8 @@ def test_later_layer_keeps_declaration_and_casts(tmp_path: Path):
     write(tmp_path / "base.yaml",
           "parameters:\n  monitor.frequency: {val: 0, type: float, desc: seconds}\n"
           "  n: {val: 1, type: int}\n")
-    spec = write(tmp_path / "s.yaml", "include: [base.yaml]\nparameters: {monitor.frequency: 0.1}\n")
+    spec = write(tmp_path / "s.yaml",
+                 "include: [base.yaml]\nparameters: {monitor.frequency: 0.1}\n")
     (experiment,) = plan(spec)
     assert experiment["monitor.frequency"] == 0.1
     spec = write(tmp_path / "s2.yaml", "include: [base.yaml]\nparameters: {n: '12'}\n")

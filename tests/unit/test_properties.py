@@ -1,5 +1,7 @@
-"""Property-based tests of the expander: it never crashes with anything but ConfigError,
-and escaping and rendering round-trip."""
+"""Property-based tests of the expander.
+
+Random specs never crash with anything but ConfigError; escaping and rendering round-trip.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ NAMES = st.sampled_from(["a", "b", "c", "x.y", "x.z", "n"])
 FRAGMENTS = st.text(alphabet="${}<>()'ab.x,:0 1\\\"", max_size=30)
 TEMPLATES = st.one_of(
     FRAGMENTS,
-    st.builds(lambda n: "${%s}" % n, NAMES),
-    st.builds(lambda n: "$<%s>" % n, NAMES),
-    st.builds(lambda n, m: "${${%s}.%s}" % (n, m), NAMES, NAMES),
-    st.builds(lambda n: "$(len('${%s}'))$" % n, NAMES),
-    st.builds(lambda a, b: a + b, FRAGMENTS, st.builds(lambda n: "${%s}" % n, NAMES)),
+    st.builds(lambda n: "${" + n + "}", NAMES),
+    st.builds(lambda n: "$<" + n + ">", NAMES),
+    st.builds(lambda n, m: "${${" + n + "}." + m + "}", NAMES, NAMES),
+    st.builds(lambda n: "$(len('${" + n + "}'))$", NAMES),
+    st.builds(lambda a, b: a + "${" + b + "}", FRAGMENTS, NAMES),
 )
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(-2, 2),
                     TEMPLATES)
