@@ -16,6 +16,7 @@ from dlbs.errors import DlbsError
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("dlbs.cli.run", "run every experiment of a spec or plan, then summarise"),
     "plan": ("dlbs.cli.plan", "resolve a spec into its experiments and print or write the plan"),
     "validate": ("dlbs.cli.validate", "check a spec and its plan without running anything"),
     "print-config": ("dlbs.cli.print_config",

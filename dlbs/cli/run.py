@@ -1,0 +1,167 @@
+"""`dlbs run`: run every experiment of a spec (or of a plan file) and summarise."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_spec_arguments(parser)
+    parser.add_argument("--plan", metavar="FILE",
+                        help="run a plan written by `dlbs plan -o FILE` (json or jsonl)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the exact request of each experiment; run nothing")
+    parser.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
+                        help="a progress bar (auto: when stderr is a terminal) or a line each")
+
+
+def load_plan(path: str) -> list[dict[str, Any]]:
+    """A plan file: a JSON list, or one JSON object per line."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the plan: {error.strerror}") from None
+    try:
+        if data.lstrip().startswith(b"["):
+            experiments = orjson.loads(data)
+        else:
+            experiments = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    except orjson.JSONDecodeError as error:
+        raise ConfigError(f"{path}: not a plan written by `dlbs plan`: {error}") from None
+    if not all(isinstance(e, dict) for e in experiments):
+        raise ConfigError(f"{path}: a plan is a list of experiment objects")
+    return experiments
+
+
+def run(args: argparse.Namespace) -> int:
+    from dlbs.plan.builder import Planner
+    from dlbs.plan.checks import check_plan
+    from dlbs.run.loop import Sweep
+
+    if args.plan:
+        if args.config or args.params or args.variables or args.extensions:
+            raise ConfigError("--plan runs a plan as it was written; give the spec options "
+                              "to `dlbs plan` instead")
+        experiments = load_plan(args.plan)
+    else:
+        planner = Planner(spec_from_args(args))
+        experiments = list(planner.experiments())
+        report = check_plan(planner, experiments)
+        if report.problems:
+            raise ConfigError(f"the plan is not valid: {report.problems[0]}",
+                              hint="`dlbs validate` lists every problem")
+    sweep = Sweep(experiments, _reporter(args.progress))
+    if args.dry_run:
+        for request in sweep.describe():
+            sys.stdout.buffer.write(orjson.dumps(request) + b"\n")
+        return 0
+    try:
+        summary = sweep.run()
+    finally:
+        sweep.reporter.close()
+    _print_summary(summary)
+    return summary.exit_status
+
+
+def _reporter(mode: str) -> Any:
+    if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
+        return BarReporter()
+    return LineReporter()
+
+
+def _describe(experiment: dict[str, Any]) -> str:
+    return (f"{experiment.get('exp.framework')} {experiment.get('exp.model')} "
+            f"{experiment.get('exp.phase')} {experiment.get('exp.dtype')} "
+            f"batch {experiment.get('exp.replica_batch')} x{experiment.get('exp.num_replicas')}"
+            f" [{experiment.get('exp.id')}]")
+
+
+class LineReporter:
+    """A line per experiment on stderr: for logs, CI and pipes."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+
+    def planned(self, total: int) -> None:
+        self.total = total
+
+    def started(self, experiment: dict[str, Any], log_path: str) -> None:
+        pass
+
+    def finished(self, experiment: dict[str, Any], status: str, message: str | None,
+                 log_path: str | None, seconds: float) -> None:
+        self.done += 1
+        detail = f" ({message})" if message and status != "unchanged" else ""
+        where = f" {log_path}" if log_path else ""
+        print(f"[{self.done}/{self.total}] {status:11} {_describe(experiment)} "
+              f"{seconds:.1f}s{where}{detail}", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"dlbs: {text}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class BarReporter(LineReporter):
+    """A rich progress bar: done, failed, skipped, left and the ETA."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+                                 TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=self.console, transient=False)
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0}
+        self.task = None
+
+    def _fields(self) -> str:
+        return " ".join(f"{k} {v}" for k, v in self.counts.items())
+
+    def planned(self, total: int) -> None:
+        super().planned(total)
+        self.progress.start()
+        self.task = self.progress.add_task("dlbs run", total=total, counts=self._fields())
+
+    def started(self, experiment: dict[str, Any], log_path: str) -> None:
+        self.progress.update(self.task, description=str(experiment.get("exp.model")))
+
+    def finished(self, experiment: dict[str, Any], status: str, message: str | None,
+                 log_path: str | None, seconds: float) -> None:
+        key = "ok" if status in ("ok", "unchanged") else (
+            "skipped" if status == "skipped" else "failed")
+        self.counts[key] += 1
+        if key == "failed":
+            self.console.print(f"{status}: {_describe(experiment)}: {message} ({log_path})")
+        self.progress.update(self.task, advance=1, counts=self._fields())
+
+    def note(self, text: str) -> None:
+        self.console.print(f"dlbs: {text}")
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+
+def _print_summary(summary: Any) -> None:
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items()))
+    print(f"dlbs: {counts or 'nothing to run'}" +
+          (" (interrupted)" if summary.interrupted else ""), file=sys.stderr)
+    for experiment, status, message, log_path in summary.failures:
+        print(f"  {status}: {_describe(experiment)}: {message} (log: {log_path})",
+              file=sys.stderr)

@@ -1,0 +1,54 @@
+"""What `dlbs run` does with each experiment of the plan, before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dlbs.results.store import STARTED
+
+RUN = "run"
+SKIP = "skip"          # recorded as skipped, with the reason
+IGNORE = "ignore"      # not run and not recorded (disabled, already done)
+SIMULATE = "simulate"  # print the request, run nothing
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str
+    reason: str = ""
+
+
+def decide(experiment: Mapping[str, Any], latest_status: str | None,
+           oom_limit: int | None) -> Decision:
+    """The action for one experiment.
+
+    `latest_status` is the newest stored attempt's status (None: never recorded; "started":
+    an attempt that dlbs itself did not see end, which is always run again). `oom_limit` is
+    the smallest replica batch of the same kind known to run out of memory.
+    """
+    status = str(experiment.get("exp.status") or "ok")
+    if status in ("disabled", "inactive"):
+        return Decision(IGNORE, f"exp.status is {status}")
+    if status == "simulate":
+        return Decision(SIMULATE)
+    rerun = str(experiment.get("exp.rerun") or "never")
+    if latest_status not in (None, STARTED, "interrupted", "skipped"):
+        if rerun == "never":
+            return Decision(IGNORE, f"already recorded ({latest_status}); exp.rerun is never")
+        if rerun == "onfail" and latest_status == "ok":
+            return Decision(IGNORE, "already recorded ok; exp.rerun is onfail")
+    batch = experiment.get("exp.replica_batch")
+    if oom_limit is not None and isinstance(batch, int) and batch >= oom_limit and \
+            not experiment.get("exp.ignore_past_errors"):
+        return Decision(SKIP, f"replica batch {batch} >= {oom_limit}, which ran out of memory "
+                              f"before (set exp.ignore_past_errors to try)")
+    return Decision(RUN)
+
+
+def oom_key(experiment: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """What makes out-of-memory failures comparable: same framework, device, model, dtype,
+    phase."""
+    return tuple(str(experiment.get(name) or "") for name in (  # type: ignore[return-value]
+        "exp.framework", "exp.device_type", "exp.model", "exp.dtype", "exp.phase"))

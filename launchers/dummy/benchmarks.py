@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""The `dummy` benchmark backend: a stand-in for a framework, for tests and dry rehearsals.
+
+Usage: python3 benchmarks.py --model resnet50 --batch_size 16 --num_batches 10 --sleep 0.05
+
+It behaves like a real backend (BACKENDS.md): the same flags, a little chatter, and the log
+protocol's `__<key>__=<json>` lines. One "batch" is `--sleep` seconds of `time.sleep` (or of
+a busy loop with `--busy`), timed with `time.perf_counter`, so the batch times it reports are
+measured, not made up. `--fail MODE` makes it fail the ways real backends fail, so that the
+engine's handling of each can be tested; see `FAIL_MODES`.
+
+Standard library only, one file: it runs under a bare `python3` (3.8 or newer) in any
+container. Exit status: 0 ok, 1 a failure (or the Python default for an uncaught exception),
+2 a bad command line or environment; killed by a signal, it dies by that signal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import resource
+import signal
+import sys
+import time
+
+__version__ = "1.0.0"
+
+#: `--fail` modes, and what each does midway through the batches.
+FAIL_MODES = {
+    "none": "no failure",
+    "exit": "print results.status failure with a reason, exit 1",
+    "oom": "print a failure whose reason says 'out of memory' as PyTorch does, exit 1",
+    "crash": "raise an uncaught exception: a traceback, no status line, exit 1",
+    "hang": "sleep forever (SIGTERM and SIGINT still end it)",
+    "garbage": "print junk and malformed protocol lines throughout, then valid results",
+    "kill": "SIGKILL itself",
+    "segv": "SIGSEGV itself",
+}
+
+# Human names of the model ids of BACKENDS.md; any other id is accepted and titled by itself,
+# so the engine can be tested with made-up models.
+MODEL_TITLES = {
+    "deep_mnist": "DeepMNIST",
+    "sensor_net": "SensorNet",
+    "acoustic_model": "AcousticModel",
+    "alexnet": "AlexNet",
+    "alexnet_owt": "AlexNetOWT",
+    "overfeat": "Overfeat",
+    "googlenet": "GoogleNet",
+    "vgg11": "VGG11",
+    "vgg13": "VGG13",
+    "vgg16": "VGG16",
+    "vgg19": "VGG19",
+    "resnet18": "ResNet18",
+    "resnet34": "ResNet34",
+    "resnet50": "ResNet50",
+    "resnet101": "ResNet101",
+    "resnet152": "ResNet152",
+    "resnet200": "ResNet200",
+    "resnet269": "ResNet269",
+    "inception3": "InceptionV3",
+    "inception4": "InceptionV4",
+    "inception_resnet_v2": "InceptionResNetV2",
+    "deep_speech2": "DeepSpeech2",
+    "dummy": "Dummy",
+}
+
+DEVICES = ("cpu", "gpu")
+DTYPES = ("float", "float32", "float16", "bfloat16")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+class FlagError(ValueError):
+    """A bad command line or environment: the message names the flag and what is accepted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises FlagError instead of printing usage and exiting."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise FlagError(message)
+
+
+def parse_bool(text: str) -> bool:
+    """true/false/yes/no/on/off/1/0, any case."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(
+        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
+    )
+
+
+def _choice(allowed):
+    """A converter that accepts one of `allowed` (any case) and names them all otherwise."""
+
+    def convert(text: str) -> str:
+        value = text.strip().lower()
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"expected one of {', '.join(allowed)}, got {text!r}"
+            )
+        return value
+
+    return convert
+
+
+def _finite_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag the dummy backend accepts (the common flags of BACKENDS.md and its own)."""
+    p = _Parser(
+        prog="benchmarks.py",
+        description="dlbs's dummy backend: sleeps per batch and reports protocol lines.",
+        allow_abbrev=False,  # a misspelt flag is an error, never a silent prefix match
+    )
+    p.add_argument("--model", default="dummy", help="model id (any id; known ids get a title)")
+    p.add_argument("--batch_size", type=int, default=16, help="per-replica batch")
+    p.add_argument("--num_batches", type=int, default=10, help="timed batches")
+    p.add_argument("--num_warmup_batches", type=int, default=1, help="untimed batches first")
+    p.add_argument("--sleep", type=_finite_seconds, default=0.01,
+                   help="seconds one batch takes")
+    p.add_argument("--device", type=_choice(DEVICES), default="cpu", help="cpu or gpu")
+    p.add_argument("--dtype", type=_choice(DTYPES), default="float32", help="; ".join(DTYPES))
+    p.add_argument("--num_gpus", type=int, default=0, help="GPUs on this node (recorded only)")
+    p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
+    p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
+    for name, help_text in (
+        ("forward_only", "inference if true, else training"),
+        ("busy", "burn CPU for a batch's time instead of sleeping"),
+    ):
+        # '--x', '--x true', '--x=off': a bare flag means true.
+        p.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=False,
+                       help=help_text)
+    p.add_argument("--memory_mib", type=int, default=0,
+                   help="MiB of host memory to allocate, touch and hold for the run")
+    p.add_argument("--fail", type=_choice(tuple(FAIL_MODES)), default="none",
+                   help="; ".join(f"{k}: {v}" for k, v in FAIL_MODES.items()))
+    p.add_argument("--seed", type=int, default=None, help="seed of --fail garbage's junk")
+    return p
+
+
+def parse_options(argv=None) -> argparse.Namespace:
+    """Parse and check the command line; raises FlagError."""
+    opts = build_parser().parse_args(argv)
+    for name, least in (("batch_size", 1), ("num_batches", 1), ("num_warmup_batches", 0),
+                        ("num_gpus", 0), ("num_threads", 0), ("memory_mib", 0)):
+        if getattr(opts, name) < least:
+            raise FlagError(f"--{name} must be >= {least}, got {getattr(opts, name)}")
+    return opts
+
+
+def topology_from_env():
+    """(world size, rank) from WORLD_SIZE and RANK, else SLURM_NTASKS and SLURM_PROCID."""
+
+    def read(name: str, fallback: str, default: int) -> int:
+        text = os.environ.get(name) or os.environ.get(fallback) or ""
+        if not text:
+            return default
+        try:
+            return int(text)
+        except ValueError:
+            raise FlagError(f"environment variable {name}={text!r} is not an integer") from None
+
+    world = read("WORLD_SIZE", "SLURM_NTASKS", 1)
+    rank = read("RANK", "SLURM_PROCID", 0)
+    if world < 1 or not 0 <= rank < world:
+        raise FlagError(f"RANK={rank} is outside WORLD_SIZE={world}")
+    return world, rank
+
+
+def emit(key: str, value) -> None:
+    """Print `__key__=json` and flush, so a killed process still leaves what it printed."""
+    sys.stdout.write(f"__{key}__={json.dumps(value)}\n")
+    sys.stdout.flush()
+
+
+def say(text: str) -> None:
+    """An ordinary line of chatter, as any framework prints."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO-8601 with milliseconds."""
+    now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (runs on Python < 3.11)
+    return now.isoformat(timespec="milliseconds")
+
+
+def emit_failure(message: str) -> None:
+    """The lines that mark a run failed; no throughput is printed."""
+    emit("results.status", "failure")
+    emit("results.status_msg", message)
+    emit("results.end_time", now_iso())
+
+
+def percentile(sorted_values, percent: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    position = (len(sorted_values) - 1) * percent / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def time_statistics(times_ms) -> dict:
+    """Mean, population std, median and tail percentiles of batch times (milliseconds)."""
+    ordered = sorted(times_ms)
+    mean = math.fsum(times_ms) / len(times_ms)
+    variance = math.fsum((t - mean) ** 2 for t in times_ms) / len(times_ms)
+    return {
+        "results.time": mean,
+        "results.time_std": math.sqrt(variance),
+        "results.time_median": percentile(ordered, 50),
+        "results.time_p90": percentile(ordered, 90),
+        "results.time_p95": percentile(ordered, 95),
+        "results.time_p99": percentile(ordered, 99),
+    }
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process, MiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
+
+
+def oom_message(opts) -> str:
+    """A reason worded as PyTorch words it, so OOM detection sees what it will see for real."""
+    if opts.device == "gpu":
+        return ("out of memory: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                "total capacity of 79.19 GiB of which 1.06 GiB is free. Of the allocated "
+                "memory 75.82 GiB is allocated by PyTorch, and 1.11 GiB is reserved by "
+                "PyTorch but unallocated.")
+    return ("out of memory: DefaultCPUAllocator: can't allocate memory: you tried to "
+            f"allocate {opts.batch_size * 2**30} bytes. Error code 12 (Cannot allocate memory)")
+
+
+# Junk for --fail garbage. The malformed lines look like protocol lines but their values are
+# not JSON (a parser must count and skip them); the "stale" ones are valid JSON that the real
+# results, printed later, must override (the last occurrence of a key wins).
+MALFORMED_LINES = (
+    "__results.time__=",
+    "__results.time__=12.5.3",
+    "__results.status__=ok",
+    '__results.throughput__={"images": ',
+    '__exp.model_title__="unterminated',
+    "__results.time_data__=[1.0, 2.0,",
+    "__results.mem_peak__=NaNa",
+    "__ results.time __=1",
+    "____=1",
+    "__results.time=5",
+)
+STALE_LINES = (
+    '__results.time__="fast"',
+    '__results.status__="failure"',
+    "__results.throughput__=-1",
+)
+
+
+def _junk_bytes(rng: random.Random, size: int) -> bytes:
+    """Random bytes (invalid UTF-8 included) that never hold a newline or a `__`."""
+    data = bytes(rng.getrandbits(8) for _ in range(size))
+    return data.replace(b"\n", b"?").replace(b"__", b"_?")
+
+
+def print_garbage(rng: random.Random, long_line: bool) -> None:
+    """A burst of what a confused program might print, on stdout and stderr."""
+    out = sys.stdout.buffer
+    if long_line:  # longer than any line buffer a reader might assume
+        out.write(_junk_bytes(rng, 256 * 1024) + b"\n")
+    out.write(_junk_bytes(rng, rng.randint(1, 200)) + b"\n")
+    out.write(rng.choice(MALFORMED_LINES).encode() + b"\n")
+    out.write(b"progress 10%\rprogress 50%\r" + rng.choice(MALFORMED_LINES).encode() + b"\n")
+    out.write(b"0: " + rng.choice(STALE_LINES).encode() + b"\n")
+    out.write(b"\x00\x01\x02 nul bytes " + b"x" * rng.randint(0, 64) + b"\n")
+    out.flush()
+    sys.stderr.buffer.write(_junk_bytes(rng, rng.randint(1, 100)) + b"\n")
+    sys.stderr.buffer.flush()
+
+
+def _die_by(signum: int) -> None:
+    """End this process by `signum` with its default action, as an external kill would."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if signum != signal.SIGKILL:  # SIGKILL's action cannot be set, nor needs to be
+        signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    # SIGTERM/SIGINT/SIGKILL/SIGSEGV end the process before this point; wait if delivery lags.
+    while True:
+        time.sleep(1)
+
+
+def _on_stop_signal(signum: int, frame) -> None:
+    """SIGTERM or SIGINT (a timeout, Ctrl-C): report the failure, then die by the signal."""
+    try:
+        emit_failure(f"terminated by {signal.Signals(signum).name}")
+    except (OSError, RuntimeError):
+        pass  # the stream may be closed or in the middle of a write: dying matters more
+    _die_by(signum)
+
+
+def one_batch(seconds: float, busy: bool) -> float:
+    """Spend one batch's time; return how long it really took, milliseconds."""
+    start = time.perf_counter()
+    if busy:
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            pass
+    else:
+        time.sleep(seconds)
+    return (time.perf_counter() - start) * 1000.0
+
+
+def fail_now(opts) -> int:
+    """Fail the way `opts.fail` asks; returns an exit status for the modes that return."""
+    say(f"dummy: failing as asked (--fail {opts.fail})")
+    if opts.fail == "exit":
+        emit_failure("dummy backend: requested failure (--fail exit)")
+        return 1
+    if opts.fail == "oom":
+        print("RuntimeError: " + oom_message(opts).split(": ", 1)[1], file=sys.stderr)
+        emit_failure(oom_message(opts))
+        return 1
+    if opts.fail == "crash":
+        raise RuntimeError("dummy backend: requested crash (--fail crash)")
+    if opts.fail == "hang":
+        sys.stdout.flush()
+        while True:
+            time.sleep(3600)
+    if opts.fail == "kill":
+        _die_by(signal.SIGKILL)
+    if opts.fail == "segv":
+        _die_by(signal.SIGSEGV)
+    raise AssertionError(f"unhandled --fail {opts.fail}")
+
+
+def run(opts, world_size: int, rank: int) -> int:
+    """The benchmark loop; prints the results (rank 0 only) and returns the exit status."""
+    is_main = rank == 0
+    title = MODEL_TITLES.get(opts.model, opts.model)
+    phase = "inference" if opts.forward_only else "training"
+    say(f"dummy backend {__version__} on Python {platform.python_version()}, "
+        f"rank {rank} of {world_size}")
+    say(f"model={opts.model} ({title}) phase={phase} batch_size={opts.batch_size} "
+        f"device={opts.device} num_gpus={opts.num_gpus} dtype={opts.dtype} "
+        f"data_dir={opts.data_dir!r} num_threads={opts.num_threads}")
+    if is_main:
+        emit("exp.model_title", title)
+        emit("exp.framework_ver", f"dummy {__version__}")
+    held = bytearray(opts.memory_mib * 2**20)
+    held[::4096] = b"\x01" * len(range(0, len(held), 4096))  # touch every page: make it RSS
+    rng = random.Random(opts.seed)
+    total = opts.num_warmup_batches + opts.num_batches
+    fail_at = total // 2 if opts.fail not in ("none", "garbage") else -1
+    warmup_ms, timed_ms = [], []
+    report_every = max(1, opts.num_batches // 4)
+    for index in range(total):
+        if index == fail_at:
+            return fail_now(opts)
+        if opts.fail == "garbage":
+            print_garbage(rng, long_line=index == 0)
+        elapsed = one_batch(opts.sleep, opts.busy)
+        if index < opts.num_warmup_batches:
+            warmup_ms.append(elapsed)
+            continue
+        timed_ms.append(elapsed)
+        if len(timed_ms) % report_every == 0:
+            say(f"batch {len(timed_ms)}/{opts.num_batches}: {elapsed:.3f} ms")
+    del held
+    stats = time_statistics(timed_ms)
+    if stats["results.time"] <= 0:
+        emit_failure("the batch time was too short to measure (--sleep 0 on a coarse clock)")
+        return 1
+    if is_main:
+        for key, value in stats.items():
+            emit(key, value)
+        emit("results.time_data", timed_ms)
+        emit("results.warmup_time_data", warmup_ms)
+        emit("results.throughput",
+             opts.batch_size * world_size * 1000.0 / stats["results.time"])
+        emit("results.mem_peak", peak_rss_mib())
+        emit("results.status", "ok")
+        emit("results.end_time", now_iso())
+    say(f"done: {opts.num_batches} batches, {stats['results.time']:.3f} ms per batch")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Parse flags, run, print the protocol lines; return the exit status."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _on_stop_signal)
+    start_time = now_iso()
+    try:
+        opts = parse_options(argv)
+        world_size, rank = topology_from_env()
+    except FlagError as error:
+        message = str(error).replace("\n", " ")
+        print(f"benchmarks.py: error: {message}", file=sys.stderr)
+        emit_failure(f"bad flag: {message}")
+        return 2
+    if rank == 0:
+        emit("results.start_time", start_time)
+    return run(opts, world_size, rank)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
