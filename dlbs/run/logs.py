@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from dlbs import __version__
@@ -25,7 +25,7 @@ def attempt_log_path(log_file: str, attempt: int) -> str:
 
 def write_header(log: BinaryIO, experiment: Mapping[str, Any], attempt: int) -> None:
     """Every resolved parameter as `__name__=json`, so the log alone describes the run."""
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# dlbs {__version__}: experiment {experiment.get('exp.id')}, attempt {attempt}, "
              f"started {started}"]
     lines += [protocol_line(key, value) for key, value in experiment.items()]

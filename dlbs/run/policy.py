@@ -48,7 +48,6 @@ def decide(experiment: Mapping[str, Any], latest_status: str | None,
 
 
 def oom_key(experiment: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
-    """What makes out-of-memory failures comparable: same framework, device, model, dtype,
-    phase."""
+    """What makes out-of-memory failures comparable: framework, device, model, dtype, phase."""
     return tuple(str(experiment.get(name) or "") for name in (  # type: ignore[return-value]
         "exp.framework", "exp.device_type", "exp.model", "exp.dtype", "exp.phase"))
