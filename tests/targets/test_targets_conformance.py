@@ -7,6 +7,7 @@ started by `.ci/services/docker.sh`, a job of the SLURM cluster started by
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ TARGETS = [
 
 
 @pytest.fixture(params=TARGETS)
-def target_and_experiment(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Any, dict]:
+def target_and_experiment(request: pytest.FixtureRequest,
+                          tmp_path: Path) -> Iterator[tuple[Any, dict]]:
     """A target, its service checked, and a minimal experiment for it."""
     name = request.param
     experiment: dict[str, Any] = {"exp.id": f"conformance-{name}",
@@ -38,7 +40,8 @@ def target_and_experiment(request: pytest.FixtureRequest, tmp_path: Path) -> tup
     target = get_target(name)
     target.kill_grace = 1.0  # type: ignore[attr-defined]
     target.preflight([experiment])
-    return target, experiment
+    yield target, experiment
+    target.close()
 
 
 def test_output_and_environment_reach_the_log(target_and_experiment, run_to_end, tmp_path):

@@ -45,6 +45,10 @@ class Target(abc.ABC):
     def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
         """The exact request this target would make, as JSON-ready data (for --dry-run)."""
 
+    def close(self) -> None:
+        """Release what the target holds (a daemon connection); the run loop calls it last."""
+        return None
+
 
 class ProcessTarget(Target):
     """A target that runs an invocation to its end and streams its output into a log."""

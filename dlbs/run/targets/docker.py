@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import threading
 import uuid
 from collections.abc import Sequence
@@ -193,21 +194,38 @@ class DockerTarget(ProcessTarget):
             described["env"] = {"NV_GPU": ",".join(invocation.gpus)}
         return described
 
+    def close(self) -> None:
+        """Close the connection to the Docker Engine."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     # -- checks before the sweep -------------------------------------------------------
 
     @property
     def client(self) -> Any:
         """The Docker SDK client (from DOCKER_HOST etc.); `LaunchError` if the daemon is down."""
         if self._client is None:
+            host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            hint = ("start dockerd (for the tests: .ci/services/docker.sh), or point DOCKER_HOST "
+                    "at a running engine")
+            # Checked with a socket of our own first: the SDK leaks its socket when the
+            # connection is refused.
+            if host.startswith("unix://"):
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    probe.settimeout(10)
+                    try:
+                        probe.connect(host[len("unix://"):])
+                    except OSError as error:
+                        raise LaunchError(f"the Docker Engine at {host} does not answer: "
+                                          f"{error.strerror or error}", hint=hint) from None
             try:
                 self._client = docker.from_env()
                 self._client.ping()
             except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-                host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-                self._client = None
+                self.close()
                 raise LaunchError(f"the Docker Engine at {host} does not answer: {error}",
-                                  hint="start dockerd (for the tests: .ci/services/docker.sh), "
-                                       "or point DOCKER_HOST at a running engine") from error
+                                  hint=hint) from error
         return self._client
 
     def preflight(self, experiments: Sequence[Experiment]) -> None:

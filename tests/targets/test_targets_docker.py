@@ -1,0 +1,241 @@
+"""The docker target against the real Docker Engine (started by .ci/services/docker.sh)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+
+from dlbs.errors import LaunchError
+from dlbs.run.invocation import Invocation, Mount
+from dlbs.run.targets import get_target
+from dlbs.run.targets.docker import DockerTarget
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def target(docker_client) -> Iterator[DockerTarget]:
+    target = get_target("docker")
+    assert isinstance(target, DockerTarget)
+    target.kill_grace = 1.0
+    yield target
+    target.close()
+
+
+@pytest.fixture
+def sink() -> Iterator[BinaryIO]:
+    """A log whose content no test reads."""
+    with open(os.devnull, "wb") as log:
+        yield log
+
+
+@pytest.fixture
+def experiment(test_image) -> dict:
+    return {"exp.id": "docker-test", "exp.docker": True, "exp.docker_image": test_image["name"],
+            "exp.docker_args": ["--rm --shm-size=256m --ulimit stack=67108864 --ipc=host"]}
+
+
+def _containers_of(docker_client, exp_id: str) -> list:
+    return docker_client.containers.list(all=True, filters={"label": f"dlbs.exp_id={exp_id}"})
+
+
+# -- the request, without running anything ----------------------------------------------
+
+
+def test_gpus_are_requested_by_id_and_renumbered_inside(target, experiment):
+    request = target.request(experiment, Invocation(["python"], gpus=["2", "5"]))
+    kwargs = request["kwargs"]
+    assert kwargs["device_requests"] == [{"Driver": "nvidia", "DeviceIDs": ["2", "5"],
+                                          "Capabilities": [["gpu"]]}]
+    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0,1"
+    cli = target.cli_argv(experiment, Invocation(["python"], gpus=["2", "5"]), request)
+    assert cli[cli.index("--gpus") + 1] == '"device=2,5"'
+
+
+def test_nvidia_runtime_selects_gpus_through_its_variable(target, experiment):
+    experiment["exp.docker_args"] = ["--runtime=nvidia"]
+    kwargs = target.request(experiment, Invocation(["python"], gpus=["3"]))["kwargs"]
+    assert "device_requests" not in kwargs
+    assert kwargs["runtime"] == "nvidia"
+    assert kwargs["environment"]["NVIDIA_VISIBLE_DEVICES"] == "3"
+    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_gpus_flag_in_docker_args_conflicts_with_exp_gpus(target, experiment):
+    experiment["exp.docker_args"] = ["--gpus all"]
+    with pytest.raises(LaunchError, match="--gpus conflicts with exp.gpus"):
+        target.request(experiment, Invocation(["python"], gpus=["0"]))
+
+
+def test_request_layers_environment_mounts_and_workdir(target, experiment):
+    experiment.update({"exp.docker_args": ["-e A=user -e B=user -w /user"],
+                       "runtime.env.B": "param", "runtime.launcher": "env X=1"})
+    invocation = Invocation(["python", "bench.py"], env={"C": "recipe"}, workdir="/recipe",
+                            mounts=[Mount("/host/a b", "/workspace/code", read_only=True)])
+    described = target.describe(experiment, invocation)
+    kwargs = described["kwargs"]
+    assert kwargs["environment"] == {"A": "user", "B": "param", "C": "recipe"}
+    assert kwargs["working_dir"] == "/user"
+    assert kwargs["mounts"] == [{"Target": "/workspace/code", "Source": "/host/a b",
+                                 "Type": "bind", "ReadOnly": True}]
+    assert described["command"] == ["env", "X=1", "python", "bench.py"]
+    cli = described["cli"]
+    assert cli[:2] == ["docker", "run"]
+    assert cli[-5:] == [experiment["exp.docker_image"], "env", "X=1", "python", "bench.py"]
+    assert "/host/a b:/workspace/code:ro" in cli
+
+
+# -- before the sweep -------------------------------------------------------------------
+
+
+def test_preflight_accepts_a_good_sweep(target, experiment):
+    target.preflight([experiment, dict(experiment, **{"exp.id": "second"})])
+
+
+def test_preflight_reports_a_missing_image(target, experiment):
+    experiment["exp.docker_image"] = "dlbs-no-such-image:0.0"
+    with pytest.raises(LaunchError) as caught:
+        target.preflight([experiment])
+    assert "image 'dlbs-no-such-image:0.0' is not in the Docker Engine" in caught.value.message
+    assert "docker-test" in caught.value.message
+    assert "docker pull" in caught.value.hint
+
+
+def test_preflight_reports_a_daemon_that_does_not_answer(experiment, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/docker.sock")
+    unreachable = DockerTarget()
+    with pytest.raises(LaunchError) as caught:
+        unreachable.preflight([experiment])
+    unreachable.close()
+    assert f"the Docker Engine at unix://{tmp_path}/docker.sock does not answer" \
+        in caught.value.message
+    assert "dockerd" in caught.value.hint
+
+
+def test_preflight_reports_an_unknown_flag(target, experiment):
+    experiment["exp.docker_args"] = ["--rm --shm-sise=1g"]
+    with pytest.raises(LaunchError, match="unknown docker run flag '--shm-sise'"):
+        target.preflight([experiment])
+
+
+def test_preflight_reports_a_missing_nvidia_docker(target, experiment, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    experiment["exp.docker_launcher"] = "nvidia-docker"
+    with pytest.raises(LaunchError, match="no nvidia-docker on PATH"):
+        target.preflight([experiment])
+
+
+def test_a_gpu_request_fails_naming_the_missing_nvidia_runtime(target, sink, experiment,
+                                                               docker_client):
+    experiment["exp.gpus"] = "0"
+    with pytest.raises(LaunchError) as caught:
+        target.preflight([experiment])
+    assert "NVIDIA runtime" in caught.value.message
+    assert "NVIDIA Container Toolkit" in caught.value.hint
+    # And the same when the sweep skipped the check: at run time, nothing left behind.
+    with pytest.raises(LaunchError, match="NVIDIA runtime"):
+        target.run(experiment, Invocation(["true"], gpus=["0"]), sink, 30)
+    assert _containers_of(docker_client, "docker-test") == []
+    assert docker_client.containers.list(all=True, filters={"label": "dlbs.probe"}) == []
+
+
+def test_nvidia_runtime_flag_fails_naming_it(target, experiment):
+    experiment.update({"exp.gpus": "0", "exp.docker_args": ["--runtime=nvidia"]})
+    with pytest.raises(LaunchError, match="has no NVIDIA runtime"):
+        target.preflight([experiment])
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+def test_output_streams_into_the_log_and_the_container_is_removed(target, experiment,
+                                                                  docker_client, tmp_path):
+    shared = tmp_path / "shared dir"
+    shared.mkdir()
+    script = ('echo "first in=$(pwd) gpus=[${CUDA_VISIBLE_DEVICES-unset}] v=$DLBS_V"; '
+              'while [ ! -e /shared/release ]; do sleep 0.05; done; echo second >&2; exit 0')
+    invocation = Invocation(["sh", "-c", script], env={"DLBS_V": "a b"}, workdir="/shared",
+                            mounts=[Mount(str(shared), "/shared")])
+    log_path = tmp_path / "exp.log"
+    result = {}
+    with open(log_path, "wb") as log:
+        log.write(b"header\n")
+        worker = threading.Thread(target=lambda: result.update(
+            outcome=target.run(experiment, invocation, log, 60)))
+        worker.start()
+        deadline = time.monotonic() + 30
+        while b"first" not in log_path.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _containers_of(docker_client, "docker-test"), "the container runs meanwhile"
+        (shared / "release").touch()
+        worker.join(60)
+    outcome = result["outcome"]
+    assert outcome.status == "ok", (outcome, log_path.read_text())
+    assert log_path.read_text() == "header\nfirst in=/shared gpus=[unset] v=a b\nsecond\n"
+    assert outcome.details["container"].startswith("dlbs-docker-test-")
+    assert _containers_of(docker_client, "docker-test") == []
+
+
+def test_the_hosts_python_runs_in_the_test_image(target, experiment, test_image, tmp_path):
+    invocation = Invocation(["python", "-c", "import sys; print('python', sys.version_info[:2])"],
+                            mounts=test_image["mounts"])
+    log_path = tmp_path / "exp.log"
+    with open(log_path, "wb") as log:
+        outcome = target.run(experiment, invocation, log, 60)
+    assert outcome.status == "ok", log_path.read_text()
+    assert "python (3, 11)" in log_path.read_text()
+
+
+def test_a_timed_out_container_is_stopped_and_removed(target, sink, experiment, docker_client):
+    started = time.monotonic()
+    outcome = target.run(experiment, Invocation(["sleep", "300"]), sink, 1)
+    assert outcome.status == "timeout"
+    assert time.monotonic() - started < 15
+    assert _containers_of(docker_client, "docker-test") == []
+
+
+def test_a_container_killed_by_a_signal_is_a_failure_naming_it(target, sink, experiment):
+    # The container's PID 1 cannot be killed from inside; a benchmark process under it can.
+    outcome = target.run(experiment, Invocation(["sh", "-c", "sh -c 'kill -9 $$'; exit $?"]),
+                         sink, 30)
+    assert (outcome.status, outcome.returncode) == ("failure", 137)
+    assert "SIGKILL" in outcome.message
+
+
+def test_a_command_missing_in_the_image_is_a_failure(target, sink, experiment, docker_client):
+    with pytest.raises(LaunchError, match="did not start"):
+        target.run(experiment, Invocation(["/no/such/benchmark"]), sink, 30)
+    assert _containers_of(docker_client, "docker-test") == []
+
+
+def test_nvidia_docker_launcher_runs_the_equivalent_command_line(target, experiment,
+                                                                 docker_client, tmp_path,
+                                                                 monkeypatch):
+    # No GPU here, so no real nvidia-docker: a stand-in that does what nvidia-docker 2's
+    # wrapper does without GPUs (hand its arguments to the docker CLI) and records NV_GPU.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "nvidia-docker"
+    shim.write_text('#!/bin/sh\necho "NV_GPU=[${NV_GPU-unset}]"\nexec docker "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    experiment["exp.docker_launcher"] = "nvidia-docker"
+    target.preflight([experiment])
+    log_path = tmp_path / "exp.log"
+    with open(log_path, "wb") as log:
+        outcome = target.run(experiment, Invocation(["sh", "-c", 'echo "in [$1] $DLBS_V"', "-",
+                                                     "a b"], env={"DLBS_V": "v"}), log, 60)
+    assert outcome.status == "ok", log_path.read_text()
+    assert log_path.read_text() == "NV_GPU=[unset]\nin [a b] v\n"
+    assert _containers_of(docker_client, "docker-test") == []
+    described = target.describe(experiment, Invocation(["x"], gpus=["1"]))
+    assert described["cli"][0] == "nvidia-docker" and described["env"] == {"NV_GPU": "1"}
+    assert "--gpus" not in described["cli"]
+    assert Path(shim).exists()
