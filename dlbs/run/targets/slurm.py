@@ -60,6 +60,10 @@ TASK_PRELUDE = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" '
                 'LOCAL_RANK="$SLURM_LOCALID" NODE_RANK="$SLURM_NODEID" '
                 'PET_NODE_RANK="$SLURM_NODEID"; ')
 
+#: What each task learns from the job and passes on into a container.
+TASK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
+                  "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES")
+
 #: Final job states -> outcome status. Anything else (PENDING, RUNNING, COMPLETING, ...)
 #: means the job is not done yet.
 FINAL_STATES = {
@@ -75,6 +79,12 @@ FINAL_STATES = {
     "TIMEOUT": TIMEOUT,
     "DEADLINE": TIMEOUT,
 }
+
+#: Reasons a pending job gives when the cluster, as configured, can never run it.
+HOPELESS_REASONS = frozenset({
+    "PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints",
+    "InvalidAccount", "InvalidQOS", "DependencyNeverSatisfied",
+})
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FIELD_SPLIT = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
@@ -177,6 +187,9 @@ class SlurmTarget(SchedulerTarget):
     poll_max = 2.0
     #: How long `wait` tolerates a controller that does not answer.
     controller_patience = 120.0
+    #: How long a job may stay pending for a reason in HOPELESS_REASONS before it is
+    #: cancelled and reported as a failure (the reason can be transient: nodes down).
+    hopeless_after = 60.0
 
     # -- the request -------------------------------------------------------------------
 
@@ -185,11 +198,14 @@ class SlurmTarget(SchedulerTarget):
         if _docker_requested(experiment):
             from dlbs.run.targets.docker import DockerTarget
 
-            docker_target = DockerTarget()
-            argv = docker_target.cli_argv(experiment, invocation)
+            argv = DockerTarget().cli_argv(experiment, invocation)
             # Every task starts its own container: no fixed name, or they would collide.
             index = argv.index("--name")
-            return argv[:index] + argv[index + 2:]
+            argv = argv[:index] + argv[index + 2:]
+            # The task's ranks and the rendezvous pass into the container (`-e NAME`).
+            image_at = len(argv) - len(invocation.argv) - len(launcher_prefix(experiment)) - 1
+            passed = [item for name in TASK_VARIABLES for item in ("-e", name)]
+            return argv[:image_at] + passed + argv[image_at:]
         return launcher_prefix(experiment) + list(invocation.argv)
 
     def script(self, experiment: Experiment, invocation: Invocation, log_path: str,
@@ -313,6 +329,7 @@ class SlurmTarget(SchedulerTarget):
         """Poll until the job ends; see `SchedulerTarget.wait`."""
         interval = self.poll_min
         unreachable_since: float | None = None
+        stuck_since: float | None = None
         try:
             while True:
                 try:
@@ -328,6 +345,16 @@ class SlurmTarget(SchedulerTarget):
                 state = record.get("JobState", "UNKNOWN").split()[0]
                 if state in FINAL_STATES:
                     return self._outcome(job_id, record)
+                reason = record.get("Reason", "None")
+                if state == "PENDING" and reason in HOPELESS_REASONS:
+                    stuck_since = stuck_since or time.monotonic()
+                    if time.monotonic() - stuck_since >= self.hopeless_after:
+                        self.cancel(job_id)
+                        return Outcome(FAILURE, f"SLURM job {job_id} cannot start: pending with "
+                                       f"reason {reason}; cancelled",
+                                       details=_details(job_id, record))
+                else:
+                    stuck_since = None
                 run_time = _seconds(record.get("RunTime", ""))
                 if timeout and timeout > 0 and state == "RUNNING" and run_time >= timeout:
                     self.cancel(job_id)

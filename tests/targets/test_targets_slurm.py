@@ -1,0 +1,316 @@
+"""The slurm target: script rendering (unit) and real jobs on the two-node test cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dlbs.errors import LaunchError
+from dlbs.run.invocation import Invocation
+from dlbs.run.targets import get_target
+from dlbs.run.targets.slurm import SlurmTarget, _seconds, parse_job_record
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def target() -> SlurmTarget:
+    target = get_target("slurm")
+    assert isinstance(target, SlurmTarget)
+    return target
+
+
+def _script(target: SlurmTarget, experiment: dict, invocation: Invocation,
+            log: str = "/logs/exp.log") -> str:
+    return target.script(experiment, invocation, log, log + ".sbatch")
+
+
+# -- unit: the job script and scontrol's answers ------------------------------------------
+
+
+def test_job_record_values_may_hold_blanks():
+    record = parse_job_record(
+        "JobId=7 JobName=dlbs x y UserId=root(0) JobState=FAILED Reason=NonZeroExitCode "
+        "ExitCode=3:0 Command=/tmp/a b/job.sbatch WorkDir=/tmp/a b StdOut=/tmp/a b/x.log "
+        "AllocNode:Sid=localhost:25 CPUs/Task=1")
+    assert record["JobName"] == "dlbs x y"
+    assert record["Command"] == "/tmp/a b/job.sbatch"
+    assert record["StdOut"] == "/tmp/a b/x.log"
+    assert (record["JobState"], record["Reason"], record["ExitCode"]) == (
+        "FAILED", "NonZeroExitCode", "3:0")
+    assert record["CPUs/Task"] == "1"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("00:00:07", 7), ("01:02:03", 3723), ("2-00:00:01", 172801), ("05:00", 300),
+    ("UNLIMITED", 0), ("", 0)])
+def test_run_times_parse(text, seconds):
+    assert _seconds(text) == seconds
+
+
+def test_script_requests_what_the_experiment_says(target):
+    experiment = {"exp.id": "e1", "slurm.partition": "gpu nodes", "slurm.account": "ml",
+                  "slurm.time": "00:30:00", "slurm.gpus_per_node": 4, "slurm.nodes": 2,
+                  "slurm.ntasks_per_node": 1, "runtime.env.NCCL_DEBUG": "INFO",
+                  "runtime.launcher": "numactl --interleave=all"}
+    invocation = Invocation(["torchrun", "--nproc_per_node=4", "bench.py", "--data_dir",
+                             "/my data/it's"], env={"OMP_NUM_THREADS": "1"}, nodes=2,
+                            workdir="/work dir")
+    script = _script(target, experiment, invocation, "/logs/100% done.log")
+    for line in ["#SBATCH --job-name=dlbs-e1", "#SBATCH --nodes=2",
+                 "#SBATCH --ntasks-per-node=1", '#SBATCH --partition="gpu nodes"',
+                 "#SBATCH --account=ml", "#SBATCH --time=00:30:00",
+                 "#SBATCH --gpus-per-node=4", '#SBATCH --output="/logs/100%% done.log"',
+                 "#SBATCH --open-mode=append", '#SBATCH --chdir="/work dir"',
+                 "export NCCL_DEBUG=INFO", "export OMP_NUM_THREADS=1",
+                 "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \\",
+                 "    numactl \\", "    --interleave=all \\", "    torchrun \\",
+                 """    '/my data/it'"'"'s'"""]:
+        assert line in script.splitlines(), line
+    assert script.startswith("#!/bin/bash\n")
+
+
+def test_time_limit_follows_exp_timeout_when_slurm_time_is_unset(target):
+    script = _script(target, {"exp.timeout": 90}, Invocation(["b"]))
+    assert "#SBATCH --time=3" in script.splitlines()  # 2 minutes, plus one as a margin
+    assert "--time" not in _script(target, {"exp.timeout": 0}, Invocation(["b"]))
+
+
+def test_extra_args_go_on_the_sbatch_command_line(target):
+    experiment = {"exp.log_file": "/logs/e.log",
+                  "slurm.extra_args": ["--exclusive", "--mem 4G"]}
+    described = target.describe(experiment, Invocation(["b"]))
+    assert described["sbatch"] == ["sbatch", "--parsable", "--exclusive", "--mem", "4G",
+                                   "/logs/e.log.sbatch"]
+    assert "sbatch --exclusive --mem 4G /logs/e.log.sbatch" in described["script"]
+
+
+@pytest.mark.parametrize(("experiment", "invocation", "message"), [
+    ({"runtime.env.BAD-NAME": "1"}, Invocation(["b"]), "'BAD-NAME' is not a valid"),
+    ({"slurm.nodes": 1}, Invocation(["b"], nodes=2), "needs 2 node(s)"),
+    ({"slurm.nodes": "two"}, Invocation(["b"]), "slurm.nodes: expected a positive integer"),
+    ({"slurm.partition": 'a"b'}, Invocation(["b"]), "cannot put"),
+])
+def test_script_refuses_what_it_cannot_express(target, experiment, invocation, message):
+    with pytest.raises(LaunchError) as caught:
+        _script(target, experiment, invocation)
+    assert message in caught.value.message
+
+
+# -- real jobs on the test cluster ------------------------------------------------------
+
+
+def _submit(target: SlurmTarget, experiment: dict, invocation: Invocation, log: Path) -> str:
+    log.write_text("header\n")
+    return target.submit(experiment, invocation, str(log))
+
+
+def _wait_for_state(job_id: str, wanted: str, limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
+                             text=True).stdout
+        if f"JobState={wanted}" in out:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} never reached {wanted}")
+
+
+@pytest.mark.slurm
+def test_a_single_node_job_writes_into_the_log(target, slurm_cluster, tmp_path):
+    log = tmp_path / "my logs" / "exp 1.log"
+    log.parent.mkdir()
+    experiment = {"exp.id": "single", "runtime.env.DLBS_V": "a b"}
+    target.preflight([experiment])
+    job_id = _submit(target, experiment, Invocation(
+        ["sh", "-c", 'echo "node=$SLURMD_NODENAME rank=$RANK/$WORLD_SIZE v=$DLBS_V cwd=$(pwd)"'],
+        workdir=str(tmp_path)), log)
+    outcome = target.wait(job_id, 60)
+    assert outcome.status == "ok", (outcome, log.read_text())
+    assert outcome.details["job_id"] == job_id
+    assert log.read_text() == f"header\nnode=node1 rank=0/1 v=a b cwd={tmp_path}\n"
+    assert Path(str(log) + ".sbatch").read_text().startswith("#!/bin/bash\n")
+
+
+@pytest.mark.slurm
+def test_a_two_node_job_runs_one_task_per_node_with_a_rendezvous(target, slurm_cluster,
+                                                                 tmp_path):
+    log = tmp_path / "exp.log"
+    invocation = Invocation(
+        ["sh", "-c", 'echo "task $RANK/$WORLD_SIZE node=$SLURMD_NODENAME '
+                     'node_rank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT"'], nodes=2)
+    outcome = target.wait(_submit(target, {"exp.id": "two"}, invocation, log), 60)
+    assert outcome.status == "ok", (outcome, log.read_text())
+    lines = sorted(line.split(" master=") for line in log.read_text().splitlines()[1:])
+    assert [line[0] for line in lines] == ["task 0/2 node=node1 node_rank=0",
+                                          "task 1/2 node=node2 node_rank=1"]
+    assert lines[0][1] == lines[1][1]
+    assert lines[0][1].startswith("127.0.0.1:")  # node1's NodeAddr, not its SLURM name
+
+
+@pytest.mark.slurm
+@pytest.mark.pytorch
+def test_a_two_node_pytorch_job_meets_at_the_rendezvous(target, slurm_cluster, tmp_path):
+    program = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")  # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        value = torch.tensor([dist.get_rank() + 1.0])
+        dist.all_reduce(value)
+        print(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {value.item():g}")
+        dist.destroy_process_group()
+    """)
+    log = tmp_path / "exp.log"
+    invocation = Invocation([sys.executable, "-c", program], nodes=2,
+                            env={"OMP_NUM_THREADS": "1"})
+    outcome = target.wait(_submit(target, {"exp.id": "torch2"}, invocation, log), 120)
+    assert outcome.status == "ok", (outcome, log.read_text())
+    assert sorted(line for line in log.read_text().splitlines() if line.startswith("rank")) == [
+        "rank 0 of 2 sum 3", "rank 1 of 2 sum 3"]
+
+
+@pytest.mark.slurm
+def test_a_cancelled_job_is_recorded_with_its_reason(target, slurm_cluster, tmp_path):
+    job_id = _submit(target, {"exp.id": "cancel"}, Invocation(["sleep", "300"]),
+                     tmp_path / "exp.log")
+    _wait_for_state(job_id, "RUNNING")
+    subprocess.run(["scancel", job_id], check=True)
+    outcome = target.wait(job_id, 60)
+    assert outcome.status == "cancelled"
+    assert outcome.message.startswith(f"SLURM job {job_id} CANCELLED (reason ")
+    assert outcome.details["jobstate"] == "CANCELLED"
+
+
+@pytest.mark.slurm
+def test_a_failing_job_is_recorded_with_slurms_reason(target, slurm_cluster, tmp_path):
+    log = tmp_path / "exp.log"
+    job_id = _submit(target, {"exp.id": "fail"}, Invocation(["sh", "-c", "echo bad; exit 5"]),
+                     log)
+    outcome = target.wait(job_id, 60)
+    assert (outcome.status, outcome.returncode) == ("failure", 5)
+    assert outcome.message == f"SLURM job {job_id} FAILED (reason NonZeroExitCode, exit status 5)"
+    assert "bad" in log.read_text()
+    killed = target.wait(_submit(target, {"exp.id": "killed"},
+                                 Invocation(["sh", "-c", "kill -9 $$"]), log), 60)
+    assert killed.status == "failure" and "SIGKILL" in killed.message
+
+
+@pytest.mark.slurm
+def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
+    # A dlbs that submits and dies at once (os._exit: no cleanup of any kind).
+    log = tmp_path / "exp.log"
+    log.write_text("header\n")
+    submitter = textwrap.dedent(f"""
+        import os, sys
+        from dlbs.run.invocation import Invocation
+        from dlbs.run.targets import get_target
+        job = get_target("slurm").submit({{"exp.id": "orphan"}},
+            Invocation(["sh", "-c", "sleep 2; echo finished"]), {str(log)!r})
+        print(job, flush=True)
+        os._exit(9)
+    """)
+    died = subprocess.run([sys.executable, "-c", submitter], capture_output=True, text=True,
+                          cwd=REPO, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert died.returncode == 9, died.stderr
+    job_id = died.stdout.strip()
+    # The next dlbs finds the job still queued or running and waits for it, by id.
+    state = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
+                           text=True).stdout
+    assert "JobState=RUNNING" in state or "JobState=PENDING" in state
+    outcome = SlurmTarget().wait(job_id, 60)
+    assert outcome.status == "ok"
+    assert log.read_text() == "header\nfinished\n"
+    assert SlurmTarget().wait(job_id, 60).status == "ok"  # and again, once it has ended
+
+
+@pytest.mark.slurm
+def test_a_job_the_cluster_can_never_run_is_cancelled_with_the_reason(target, slurm_cluster,
+                                                                     tmp_path):
+    target.hopeless_after = 1.0
+    job_id = _submit(target, {"exp.id": "huge", "slurm.nodes": 3}, Invocation(["true"]),
+                     tmp_path / "exp.log")
+    outcome = target.wait(job_id, 60)
+    assert outcome.status == "failure"
+    assert "PartitionNodeLimit" in outcome.message and "cancelled" in outcome.message
+
+
+@pytest.mark.slurm
+def test_an_unknown_job_is_a_failure_saying_so(target, slurm_cluster):
+    outcome = target.wait("99999999", 10)
+    assert outcome.status == "failure"
+    assert "unknown to the controller" in outcome.message
+
+
+@pytest.mark.slurm
+def test_ctrl_c_while_waiting_cancels_the_job(target, slurm_cluster, tmp_path):
+    job_id = _submit(target, {"exp.id": "ctrl-c"}, Invocation(["sleep", "300"]),
+                     tmp_path / "exp.log")
+    _wait_for_state(job_id, "RUNNING")
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    outcome = target.wait(job_id, None)
+    assert outcome.status == "interrupted"
+    _wait_for_state(job_id, "CANCELLED")
+
+
+@pytest.mark.slurm
+def test_preflight_accepts_the_cluster_and_refuses_an_unknown_partition(target, slurm_cluster):
+    target.preflight([{"exp.id": "a", "slurm.partition": "debug"}])
+    with pytest.raises(LaunchError, match="no partition 'nope'"):
+        target.preflight([{"exp.id": "a", "slurm.partition": "nope"}])
+
+
+@pytest.mark.slurm
+def test_preflight_reports_an_unreachable_controller(target, slurm_cluster, tmp_path,
+                                                     monkeypatch):
+    conf = Path("/etc/slurm/slurm.conf").read_text()
+    wrong = tmp_path / "slurm.conf"
+    wrong.write_text(conf.replace("SlurmctldPort=6817", "SlurmctldPort=6899"))
+    monkeypatch.setenv("SLURM_CONF", str(wrong))
+    with pytest.raises(LaunchError) as caught:
+        target.preflight([{"exp.id": "a"}])
+    assert caught.value.message.startswith("the SLURM controller does not answer: ")
+    assert "DOWN" in caught.value.message
+    assert "slurmctld" in caught.value.hint
+
+
+@pytest.mark.slurm
+def test_preflight_reports_missing_slurm_commands(target, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LaunchError, match="sbatch is not on PATH"):
+        target.preflight([{"exp.id": "a"}])
+
+
+@pytest.mark.slurm
+def test_sbatch_refusing_a_job_is_a_launch_error(target, slurm_cluster, tmp_path):
+    with pytest.raises(LaunchError, match="sbatch refused the job of experiment bad"):
+        _submit(target, {"exp.id": "bad", "slurm.extra_args": "--no-such-option"},
+                Invocation(["true"]), tmp_path / "exp.log")
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+def test_a_container_job_runs_the_image_on_the_nodes(target, slurm_cluster, test_image,
+                                                     tmp_path):
+    experiment = {"exp.id": "in-docker", "exp.docker": True,
+                  "exp.docker_image": test_image["name"], "exp.docker_args": ["--ipc=host"]}
+    target.preflight([experiment])
+    log = tmp_path / "exp.log"
+    invocation = Invocation(["sh", "-c", 'echo "in container rank=$RANK v=$V"'], env={"V": "1"})
+    described = target.describe(experiment, invocation)
+    assert "docker run" in described["script"].replace(" \\\n    ", " ")
+    outcome = target.wait(_submit(target, experiment, invocation, log), 60)
+    assert outcome.status == "ok", (outcome, log.read_text())
+    assert "in container rank=0 v=1" in log.read_text()
+
+
+def test_described_request_is_json(target):
+    described = target.describe({"exp.log_file": "x.log"}, Invocation(["b"]))
+    assert json.loads(json.dumps(described)) == described
