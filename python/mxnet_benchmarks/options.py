@@ -40,6 +40,7 @@ class Options:
     num_batches: int
     num_warmup_batches: int
     num_gpus: int
+    cpu_contexts: int
     device: str
     dtype: str
     data_dir: str
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_batches", type=int, default=10, help="timed iterations")
     p.add_argument("--num_warmup_batches", type=int, default=2, help="untimed iterations first")
     p.add_argument("--num_gpus", type=int, default=1, help="GPUs on this node: gpu(0..N-1)")
+    p.add_argument("--cpu_contexts", type=int, default=1,
+                   help="with --device cpu: data-parallel over cpu(0..N-1), the multi-GPU code "
+                   "path without GPUs (for tests; it does not add cores)")
     p.add_argument("--device", default="gpu", help="cpu or gpu (default: gpu)")
     p.add_argument("--dtype", default="float32", help="float32 or float16")
     p.add_argument("--data_dir", default="", help="empty: synthetic; else a .rec file or a "
@@ -118,7 +122,7 @@ def parse_options(argv: list[str]) -> Options:
     _choice("dtype", opts.dtype, DTYPES)
     _choice("kv_store", opts.kv_store, KV_STORES)
     _choice("graph_backend", opts.graph_backend, GRAPH_BACKENDS)
-    for name in ("batch_size", "num_batches"):
+    for name in ("batch_size", "num_batches", "cpu_contexts"):
         if getattr(opts, name) < 1:
             raise BenchmarkError(f"--{name} must be at least 1, got {getattr(opts, name)}")
     for name in ("num_warmup_batches", "num_threads", "preprocess_threads", "prefetch_buffer"):

@@ -10,7 +10,7 @@ import os
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import mxnet as mx
 from mxnet import autograd, gluon
@@ -35,13 +35,12 @@ class Report:
     waits_ms: list[float]
     mem_peak_mib: float
     real_data: bool
-    notes: list[str] = field(default_factory=list)
 
 
 def make_contexts(opts: Options) -> list[mx.Context]:
-    """`[cpu()]`, or `gpu(0) .. gpu(N-1)`: one process drives every GPU of its node."""
+    """`cpu(0) ..`, or `gpu(0) .. gpu(N-1)`: one process drives every GPU of its node."""
     if opts.device == "cpu":
-        return [mx.cpu()]
+        return [mx.cpu(index) for index in range(opts.cpu_contexts)]
     try:
         available = mx.context.num_gpus()
     except mx.base.MXNetError as error:
@@ -54,9 +53,15 @@ def make_contexts(opts: Options) -> list[mx.Context]:
     return [mx.gpu(index) for index in range(opts.num_gpus)]
 
 
-def make_kvstore(opts: Options) -> mx.kvstore.KVStore:
-    """The kvstore; a `dist_*` one joins the parameter server described by `DMLC_*`."""
-    if opts.is_distributed and "DMLC_PS_ROOT_URI" not in os.environ:
+def make_kvstore(opts: Options) -> mx.kvstore.KVStore | str:
+    """A `dist_*` kvstore joins the parameter server described by `DMLC_*` at once.
+
+    `local` and `device` stay names: Gluon's Trainer then creates them only when there is
+    more than one context to aggregate, as MXNet's Module did for DLBS.
+    """
+    if not opts.is_distributed:
+        return opts.kv_store
+    if "DMLC_PS_ROOT_URI" not in os.environ:
         raise BenchmarkError(
             f"--kv_store {opts.kv_store} needs a scheduler and servers (the DMLC_* "
             "variables are not set); start the job with python -m "
@@ -93,15 +98,15 @@ def _device_memory_mib(contexts: list[mx.Context]) -> float:
     return max(used)
 
 
-def _training_step(net, model: Model, opts: Options, contexts, kvstore,
+def _training_step(net, model: Model, opts: Options, kvstore,
                    instances_per_batch: int) -> Callable[[list, list], None]:
     loss_fn = model.loss()
     optimizer = mx.optimizer.SGD(
         learning_rate=opts.learning_rate, momentum=0.9, wd=1e-4,
         multi_precision=opts.dtype == "float16",
     )
-    # Gluon skips a local kvstore when there is one context (nothing to aggregate);
-    # dist kvstores are always used, and update weights on the servers.
+    # Gluon skips a local/device kvstore when there is one context (nothing to aggregate);
+    # dist kvstores are always used, and update the weights on the servers.
     trainer = gluon.Trainer(net.collect_params(), optimizer, kvstore=kvstore)
 
     def step(data: list, labels: list) -> None:
@@ -128,7 +133,8 @@ def run(opts: Options) -> tuple[Report, int]:
     mx.random.seed(opts.seed)
     contexts = make_contexts(opts)
     kvstore = make_kvstore(opts)
-    rank, num_workers = kvstore.rank, kvstore.num_workers
+    rank, num_workers = (0, 1) if isinstance(kvstore, str) else (kvstore.rank,
+                                                                  kvstore.num_workers)
     instances_per_batch = opts.batch_size * len(contexts) * num_workers
 
     if opts.data_dir:
@@ -145,7 +151,7 @@ def run(opts: Options) -> tuple[Report, int]:
     if opts.forward_only:
         step = _inference_step(net)
     else:
-        step = _training_step(net, model, opts, contexts, kvstore, instances_per_batch)
+        step = _training_step(net, model, opts, kvstore, instances_per_batch)
 
     mem_peak = 0.0
 

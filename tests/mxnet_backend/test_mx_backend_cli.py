@@ -52,6 +52,14 @@ def test_two_batches(run_backend, model_id, title, phase, warmup, extra):
     assert "results.time_data_wait" not in values  # synthetic data waits for nothing
 
 
+@pytest.mark.parametrize("kv_store", ["device", "local"])
+def test_data_parallel_over_several_contexts(run_backend, kv_store):
+    # Two CPU contexts take the multi-GPU path: split batches, aggregation in the kvstore.
+    run = run_backend("--model", "sensor_net", "--cpu_contexts", "2", "--kv_store", kv_store,
+                      "--batch_size", "3", "--num_batches", "2", "--num_warmup_batches", "1")
+    assert_ok(run, batch=6, batches=2, warmup=1, title="SensorNet")
+
+
 def test_deep_speech2_inference(run_backend):
     run = run_backend("--model", "deep_speech2", "--batch_size", "1", "--num_batches", "1",
                       "--num_warmup_batches", "0", "--forward_only")
@@ -63,6 +71,8 @@ def test_deep_speech2_inference(run_backend):
     (["--model", "resnet18", "--kv_store", "horovod"], "unknown kv_store 'horovod'"),
     (["--model", "resnet18", "--dtype", "float64"], "unknown dtype 'float64'"),
     (["--model", "resnet18", "--kv_store", "dist_sync"], "needs a scheduler and servers"),
+    (["--model", "resnet18", "--device", "gpu", "--num_gpus", "2"],
+     "--num_gpus 2 but MXNet sees 0 GPU(s) (this MXNet has no CUDA)"),
     (["--model", "deep_mnist", "--data_dir", "/nonexistent/imagenet"],
      "does not take images"),
 ])

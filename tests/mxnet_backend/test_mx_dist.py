@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 import uuid
 
 import pytest
-from mx_helpers import BENCHMARKS, run_process
+from mx_helpers import BENCHMARKS, REPO, backend_env, run_process
+from mxnet_benchmarks.launch_dist import free_port, role_environment
 
 pytestmark = pytest.mark.mxnet
 
@@ -46,6 +48,36 @@ def test_two_workers_sum_their_gradients(tmp_path, kv_store):
     assert run.returncode == 0, run.stderr[-3000:]
     lines = sorted(line for line in run.stdout.splitlines() if line.startswith("rank="))
     assert lines == ["rank=0 workers=2 weight=-2.0", "rank=1 workers=2 weight=-2.0"]
+
+
+def test_one_launcher_per_node_forms_one_job(tmp_path):
+    # Two "nodes" on this machine, as srun starts them: the first also runs the scheduler,
+    # each runs one server and one worker, and all meet at one fixed port.
+    script = tmp_path / "worker.py"
+    script.write_text(GRADIENT_SUM_WORKER.format(kv_store="dist_sync"))
+    port = str(free_port("127.0.0.1"))
+    common = ["--num_workers", "2", "--num_servers", "2", "--local_workers", "1",
+              "--local_servers", "1", "--host", "127.0.0.1", "--port", port,
+              "--node_host", "127.0.0.1", "--timeout", "100"]
+    env = backend_env()
+    nodes = [subprocess.Popen(LAUNCHER + common + ["--scheduler", role, "--", sys.executable,
+                                                   str(script)],
+                              env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+             for role in ("yes", "no")]
+    outputs = [node.communicate(timeout=120)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0]
+    lines = sorted(line for out in outputs for line in out.splitlines()
+                   if line.startswith("rank="))
+    assert lines == ["rank=0 workers=2 weight=-2.0", "rank=1 workers=2 weight=-2.0"]
+
+
+def test_dmlc_variables_of_a_role():
+    env = role_environment({"PATH": "/bin"}, "server", "10.0.0.1", 9091, 4, 2, None)
+    assert env == {"PATH": "/bin", "DMLC_ROLE": "server", "DMLC_PS_ROOT_URI": "10.0.0.1",
+                   "DMLC_PS_ROOT_PORT": "9091", "DMLC_NUM_WORKER": "4",
+                   "DMLC_NUM_SERVER": "2"}
+    assert role_environment({}, "worker", "h", 1, 1, 1, "10.0.0.7")["DMLC_NODE_HOST"] == \
+        "10.0.0.7"
 
 
 def test_benchmark_dist_sync_two_workers(tmp_path):
@@ -99,7 +131,12 @@ def test_timeout_kills_every_role_and_fails(tmp_path):
     assert _processes_with(token) == []
 
 
-def test_launcher_needs_a_command():
-    run = run_process(LAUNCHER + ["--num_workers", "2"], timeout=60)
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--num_workers", "2"], "give the worker command after --"),
+    (["--num_workers", "0", "--", "true"], "must be at least 1"),
+    (["--num_workers", "2", "--scheduler", "no", "--", "true"], "--port is needed"),
+])
+def test_launcher_usage_errors(flags, message):
+    run = run_process(LAUNCHER + flags, timeout=60)
     assert run.returncode == 2
-    assert "give the worker command after --" in run.stderr
+    assert message in run.stderr

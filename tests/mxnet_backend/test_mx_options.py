@@ -46,6 +46,7 @@ def test_defaults_and_values():
      "needs --hybridize true"),
     (["--dtype", "float16"], "float16 needs --device gpu"),
     (["--batch_size", "0"], "--batch_size must be at least 1"),
+    (["--cpu_contexts", "0"], "--cpu_contexts must be at least 1"),
     (["--num_warmup_batches", "-1"], "--num_warmup_batches must not be negative"),
     (["--forward_only", "maybe"], "'maybe' is not a boolean"),
     (["--batch_size", "lots"], "invalid int value"),
