@@ -77,7 +77,11 @@ _FALSE = ("false", "no", "off", "0")
 
 
 class FlagError(ValueError):
-    """A bad command line or environment: the message names the flag and what is accepted."""
+    """A bad command line: the message names the flag and what is accepted."""
+
+
+class TopologyError(ValueError):
+    """A bad WORLD_SIZE or RANK: the message names the variable."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_options(argv=None) -> argparse.Namespace:
     """Parse and check the command line; raises FlagError."""
     opts = build_parser().parse_args(argv)
+    if not opts.model.strip():
+        raise FlagError("--model must not be empty")
     for name, least in (("batch_size", 1), ("num_batches", 1), ("num_warmup_batches", 0),
                         ("num_gpus", 0), ("num_threads", 0), ("memory_mib", 0)):
         if getattr(opts, name) < least:
@@ -176,12 +182,12 @@ def topology_from_env():
         try:
             return int(text)
         except ValueError:
-            raise FlagError(f"environment variable {name}={text!r} is not an integer") from None
+            raise TopologyError(f"environment variable {name}={text!r} is not an integer") from None
 
     world = read("WORLD_SIZE", "SLURM_NTASKS", 1)
     rank = read("RANK", "SLURM_PROCID", 0)
     if world < 1 or not 0 <= rank < world:
-        raise FlagError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        raise TopologyError(f"RANK={rank} is outside WORLD_SIZE={world}")
     return world, rank
 
 
@@ -409,10 +415,11 @@ def main(argv=None) -> int:
     try:
         opts = parse_options(argv)
         world_size, rank = topology_from_env()
-    except FlagError as error:
+    except (FlagError, TopologyError) as error:
         message = str(error).replace("\n", " ")
+        what = "command line" if isinstance(error, FlagError) else "environment"
         print(f"benchmarks.py: error: {message}", file=sys.stderr)
-        emit_failure(f"bad flag: {message}")
+        emit_failure(f"bad {what}: {message}")
         return 2
     if rank == 0:
         emit("results.start_time", start_time)
