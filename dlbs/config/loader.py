@@ -296,5 +296,5 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
     desc = value.get("desc", "")
     if isinstance(desc, list):  # DLBS wrote long descriptions as lists of lines
         desc = " ".join(str(line) for line in desc)
-    return ParamDef(name, value["val"], source, declared, str(desc), choices, regex,
-                    bool(value.get("host", False)))
+    outside_id = bool(value.get("host", False)) or value.get("identity", True) is False
+    return ParamDef(name, value["val"], source, declared, str(desc), choices, regex, outside_id)

@@ -18,8 +18,10 @@ class ParamDef:
     desc: str = ""
     choices: list[Any] | None = None
     regex: re.Pattern[str] | None = None
-    # The value describes the host (interpreter, cache path), not the experiment: it is left
-    # out of exp.id so that the same experiment keeps its id on another machine.
+    # The value describes the host (interpreter, cache path) or how to run (exp.rerun,
+    # exp.timeout), not what is measured: it is left out of exp.id, so that the experiment
+    # keeps its id on another machine and under another run policy. Spec keys: `host: true`
+    # or `identity: false`.
     host: bool = False
 
     def definition(self) -> dict[str, Any]:
@@ -85,7 +87,8 @@ class Spec:
         }
 
 
-DEFINITION_KEYS = ("val", "type", "desc", "choices", "regex", "val_domain", "val_regex", "host")
+DEFINITION_KEYS = ("val", "type", "desc", "choices", "regex", "val_domain", "val_regex", "host",
+                   "identity")
 
 
 def _looks_like_definition(value: Any) -> bool:

@@ -188,7 +188,12 @@ class Sweep:
         except Exception as error:  # noqa: BLE001 - a log we cannot read is the attempt's
             printed = {}
             outcome = Outcome("failure", f"cannot read the log: {error}")
-        return judge(outcome, printed, experiment)
+        verdict = judge(outcome, printed, experiment)
+        if verdict.status == "failure" and "results.status_msg" not in printed:
+            last = _last_output_line(log_path)
+            if last:
+                verdict.message = f"{verdict.message}; last output: {last}"
+        return verdict
 
     def _finish(self, store: ResultsStore, experiment: Experiment, attempt: int,
                 verdict: Verdict, log_path: str, seconds: float) -> None:
@@ -265,6 +270,22 @@ class Sweep:
     def _close_stores(self) -> None:
         for store in self._stores.values():
             store.close()
+
+
+def _last_output_line(log_path: str, tail: int = 4096) -> str | None:
+    """The backend's last words (an exception, usually) when it printed no reason itself."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - tail))
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith("__") and not text.startswith("dlbs:"):
+            return text[:300]
+    return None
 
 
 def _log_dir(experiment: Mapping[str, Any]) -> str:

@@ -1,0 +1,204 @@
+"""`dlbs run` with the dummy backend on bare metal: results, resume, faults, OOM, interrupts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dlbs.results.protocol import parse_log
+from tests.run.conftest import attempts
+
+DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.num_batches=3", "-P", "exp.num_warmup_batches=1",
+         "-P", "dummy.sleep=0.01"]
+
+
+def statuses(db: Path) -> list[str]:
+    return [row[2] for row in attempts(db)]
+
+
+def test_sweep_records_every_experiment(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-V", 'exp.replica_batch=[2, 4, 8]')
+    assert result.returncode == 0, result.stderr
+    assert "3 ok" in result.stderr
+    rows = attempts(tmp_path / "logs" / "results.db")
+    assert [r[1:3] for r in rows] == [(1, "ok")] * 3
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    assert len(logs) == 3
+    parsed = parse_log(logs[0]).values
+    # The header holds every resolved parameter; the backend's lines follow.
+    assert parsed["exp.framework"] == "dummy" and parsed["results.status"] == "ok"
+    assert parsed["dummy.args"][0].startswith("--model")
+    report = run_dlbs("report", "logs", "--type", "regular", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    assert len(json.loads(report.stdout)["rows"]) == 3
+
+
+def test_rerun_policies(run_dlbs, tmp_path):
+    spec = [*DUMMY, "-V", 'exp.model=["good", "bad"]',
+            "-E", '{"condition": {"exp.model": "bad"}, "parameters": {"dummy.fail": "exit"}}']
+    first = run_dlbs("run", *spec)
+    assert first.returncode == 1 and "1 ok" in first.stderr and "1 failure" in first.stderr
+    never = run_dlbs("run", *spec)
+    assert never.returncode == 0 and "2 unchanged" in never.stderr
+    onfail = run_dlbs("run", *spec, "-P", "exp.rerun=onfail")
+    assert onfail.returncode == 1 and "1 unchanged" in onfail.stderr
+    always = run_dlbs("run", *spec, "-P", "exp.rerun=always")
+    assert "1 ok" in always.stderr and "1 failure" in always.stderr
+    db = tmp_path / "logs" / "results.db"
+    assert sorted(r[1] for r in attempts(db)) == [1, 1, 2, 2, 3]
+    # Retries write beside the first log, never over it.
+    names = sorted(p.name for p in (tmp_path / "logs").glob("*bad*.log"))
+    assert len(names) == 3 and any(".attempt3.log" in n for n in names)
+
+
+@pytest.mark.parametrize("mode, status, message", [
+    ("exit", "failure", "requested failure"),
+    ("crash", "failure", "RuntimeError: dummy backend: requested crash"),
+    ("kill", "failure", "SIGKILL"),
+    ("segv", "failure", "SIG"),
+    ("hang", "timeout", "timeout"),
+])
+def test_faults_are_recorded_and_the_sweep_goes_on(run_dlbs, tmp_path, mode, status, message):
+    spec = [*DUMMY, "-P", "exp.timeout=3", "-V", f'dummy.fail=["{mode}", ""]']
+    start = time.monotonic()
+    result = run_dlbs("run", *spec)
+    assert result.returncode == 1, result.stderr
+    rows = attempts(tmp_path / "logs" / "results.db")
+    assert [r[2] for r in rows] == [status, "ok"]
+    assert message.lower() in (rows[0][3] or "").lower(), rows[0]
+    assert time.monotonic() - start < 60
+
+
+def test_garbage_output_still_parses(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.fail=garbage")
+    assert result.returncode == 0, result.stderr
+    assert statuses(tmp_path / "logs" / "results.db") == ["ok"]
+
+
+def test_out_of_memory_is_remembered(run_dlbs, tmp_path):
+    oom = '{"condition": {"exp.replica_batch": [16]}, "parameters": {"dummy.fail": "oom"}}'
+    first = run_dlbs("run", *DUMMY, "-V", "exp.replica_batch=[8, 16, 32]", "-E", oom)
+    assert first.returncode == 1
+    db = tmp_path / "logs" / "results.db"
+    assert statuses(db) == ["ok", "failure", "skipped"]
+    assert "ran out of memory" in attempts(db)[2][3]
+    # Kept across runs: a bigger batch is skipped at once, a smaller one runs.
+    second = run_dlbs("run", *DUMMY, "-V", "exp.replica_batch=[4, 64]")
+    assert second.returncode == 0
+    assert statuses(db)[-2:] == ["ok", "skipped"]
+    third = run_dlbs("run", *DUMMY, "-V", "exp.replica_batch=[64]",
+                     "-P", "exp.ignore_past_errors=true")
+    assert third.returncode == 0 and statuses(db)[-1] == "ok"
+
+
+def test_status_parameter_and_dry_run(run_dlbs, tmp_path):
+    spec = [*DUMMY, "-V", 'exp.model=["a", "b", "c"]',
+            "-E", '{"condition": {"exp.model": "b"}, "parameters": {"exp.status": "disabled"}}',
+            "-E", '{"condition": {"exp.model": "c"}, "parameters": {"exp.status": "simulate"}}']
+    dry = run_dlbs("run", *spec, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    requests = [json.loads(line) for line in dry.stdout.splitlines()]
+    assert len(requests) == 2 and requests[0]["target"] == "local"
+    assert requests[0]["argv"][1].endswith("launchers/dummy/benchmarks.py")
+    assert not (tmp_path / "logs").exists()
+    real = run_dlbs("run", *spec)
+    assert real.returncode == 0
+    assert "simulate" in real.stderr and "1 ok" in real.stderr
+    assert statuses(tmp_path / "logs" / "results.db") == ["ok"]
+
+
+def test_run_a_plan_file(run_dlbs, tmp_path):
+    planned = run_dlbs("plan", *DUMMY, "-V", "exp.replica_batch=[1, 2]", "-o", "plan.json")
+    assert planned.returncode == 0
+    result = run_dlbs("run", "--plan", "plan.json")
+    assert result.returncode == 0 and "2 ok" in result.stderr
+    both = run_dlbs("run", "--plan", "plan.json", "-P", "a=1")
+    assert both.returncode == 2 and "--plan runs a plan as it was written" in both.stderr
+
+
+def test_paths_with_spaces(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-P", "exp.log_dir=my logs/run 1",
+                      "-P", "exp.model=a model")
+    assert result.returncode == 0, result.stderr
+    (log,) = (tmp_path / "my logs" / "run 1").glob("*.log")
+    assert parse_log(log).values["exp.model_title"] == "a model"
+
+
+def test_second_run_on_the_same_logs_refuses(run_dlbs, tmp_path):
+    slow = subprocess.Popen([sys.executable, "-m", "dlbs.cli.main", "run", *DUMMY,
+                             "-P", "dummy.sleep=0.5"], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not list((tmp_path / "logs").glob("*.log")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = run_dlbs("run", *DUMMY)
+        assert second.returncode == 2
+        assert "another dlbs run is using logs" in second.stderr
+    finally:
+        slow.communicate(timeout=60)
+    assert slow.returncode == 0
+
+
+def _run_in_background(tmp_path: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dlbs.cli.main", "run", *args],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_logs(tmp_path: Path, count: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "logs").glob("*.log"))) < count:
+        assert time.monotonic() < deadline, "the sweep did not start"
+        time.sleep(0.05)
+
+
+def test_kill_9_of_dlbs_then_resume(run_dlbs, tmp_path):
+    spec = [*DUMMY, "-P", "dummy.sleep=0.3", "-V", "exp.replica_batch=[1, 2, 3, 4]"]
+    sweep = _run_in_background(tmp_path, *spec)
+    _wait_for_logs(tmp_path, 2)  # the first ended, the second is running
+    os.killpg(sweep.pid, signal.SIGKILL)
+    sweep.communicate()
+    db = tmp_path / "logs" / "results.db"
+    before = attempts(db)
+    assert before[0][2] == "ok" and before[-1][2] is None  # cut off mid-attempt
+    result = run_dlbs("run", *spec)
+    assert result.returncode == 0, result.stderr
+    after = attempts(db)
+    by_experiment: dict[str, list] = {}
+    for exp_id, attempt, status, _ in after:
+        by_experiment.setdefault(exp_id, []).append((attempt, status))
+    assert len(by_experiment) == 4
+    # Nothing that ended ran twice; the cut-off attempt is closed and run again.
+    assert by_experiment[before[0][0]] == [(1, "ok")]
+    assert by_experiment[before[-1][0]] == [(1, "interrupted"), (2, "ok")]
+    assert sum(1 for rows in by_experiment.values() if rows[-1][1] == "ok") == 4
+
+
+def test_ctrl_c_stops_cleanly(tmp_path):
+    sweep = _run_in_background(tmp_path, *DUMMY, "-P", "dummy.sleep=1",
+                               "-V", "exp.replica_batch=[1, 2]")
+    _wait_for_logs(tmp_path, 1)
+    time.sleep(0.5)
+    os.killpg(sweep.pid, signal.SIGINT)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, err
+    assert "interrupted" in err
+    rows = attempts(tmp_path / "logs" / "results.db")
+    assert [r[2] for r in rows] == ["interrupted"]
+
+
+def test_bad_spec_runs_nothing(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-P", "exp.gpus=0:1", "-P", "exp.framework=pytorch")
+    assert result.returncode == 2 and "several GPUs in one replica" in result.stderr
+    assert not (tmp_path / "logs").exists()
+    missing = run_dlbs("run", *DUMMY, "-P", "runtime.launcher=no-such-numactl")
+    assert missing.returncode == 2 and "'no-such-numactl' not found" in missing.stderr
+    assert not list((tmp_path / "logs").glob("*.log")) if (tmp_path / "logs").exists() else True
