@@ -17,7 +17,7 @@ import pytest
 from dlbs.errors import LaunchError
 from dlbs.run.invocation import Invocation
 from dlbs.run.targets import get_target
-from dlbs.run.targets.slurm import SlurmTarget, _seconds, parse_job_record
+from dlbs.run.targets.slurm import HOPELESS_REASONS, SlurmTarget, _seconds, parse_job_record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -239,7 +239,9 @@ def test_a_job_the_cluster_can_never_run_is_cancelled_with_the_reason(target, sl
                      tmp_path / "exp.log")
     outcome = target.wait(job_id, 60)
     assert outcome.status == "failure"
-    assert "PartitionNodeLimit" in outcome.message and "cancelled" in outcome.message
+    assert outcome.message.startswith(f"SLURM job {job_id} cannot start: pending with reason ")
+    assert outcome.details["reason"] in HOPELESS_REASONS  # PartitionNodeLimit or -Config
+    assert outcome.message.endswith("; cancelled")
 
 
 @pytest.mark.slurm

@@ -321,7 +321,10 @@ class DockerTarget(ProcessTarget):
                 return Outcome(TIMEOUT, f"still running after the timeout of {limit:g} s; "
                                "the container was stopped", details=details)
             except KeyboardInterrupt:
-                container.kill(signal="SIGINT")
+                try:  # SIGINT first, as Ctrl-C would have sent it to a foreground process
+                    container.kill(signal="SIGINT")
+                except docker.errors.APIError:
+                    pass  # it ended meanwhile
                 container.stop(timeout=int(self.kill_grace))
                 pump.join(timeout=30)
                 return Outcome(INTERRUPTED, "interrupted by the user", details=details)
