@@ -239,3 +239,23 @@ def test_nvidia_docker_launcher_runs_the_equivalent_command_line(target, experim
     assert described["cli"][0] == "nvidia-docker" and described["env"] == {"NV_GPU": "1"}
     assert "--gpus" not in described["cli"]
     assert Path(shim).exists()
+
+
+def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker_client):
+    import signal
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 30
+        while not _containers_of(docker_client, "docker-test") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press_ctrl_c)
+    presser.start()
+    started = time.monotonic()
+    outcome = target.run(experiment, Invocation(["sleep", "300"]), sink, 120)
+    presser.join()
+    assert outcome.status == "interrupted"
+    assert time.monotonic() - started < 30
+    assert _containers_of(docker_client, "docker-test") == []
