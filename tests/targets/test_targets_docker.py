@@ -193,6 +193,20 @@ def test_the_hosts_python_runs_in_the_test_image(target, experiment, test_image,
     assert "python (3, 11)" in log_path.read_text()
 
 
+@pytest.mark.pytorch
+def test_torch_from_the_mounted_venv_runs_in_the_test_image(target, experiment, test_image,
+                                                            tmp_path):
+    program = ("import torch; x = torch.ones(4, 4); "
+               "print('torch', torch.__version__, (x @ x).sum().item())")
+    invocation = Invocation(["python3", "-c", program], mounts=test_image["mounts"],
+                            env={"OMP_NUM_THREADS": "1"})
+    log_path = tmp_path / "exp.log"
+    with open(log_path, "wb") as log:
+        outcome = target.run(experiment, invocation, log, 120)
+    assert outcome.status == "ok", log_path.read_text()
+    assert log_path.read_text().strip().endswith(" 64.0")
+
+
 def test_a_timed_out_container_is_stopped_and_removed(target, sink, experiment, docker_client):
     started = time.monotonic()
     outcome = target.run(experiment, Invocation(["sleep", "300"]), sink, 1)

@@ -400,7 +400,7 @@ class DockerTarget(ProcessTarget):
                        "in the image (not found or not executable)")
         else:
             message = f"container exited with status {code}"
-        error = (result.get("Error") or {}).get("Message") if result.get("Error") else None
+        error = (result.get("Error") or {}).get("Message")
         if error:
             message += f" ({error})"
         return Outcome(FAILURE, message, code, details)
