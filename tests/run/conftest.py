@@ -23,3 +23,7 @@ def attempts(db: Path) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT exp_id, attempt, status, status_msg FROM attempts "
                             "ORDER BY started_at, exp_id, attempt").fetchall()
+
+
+# The real services: shared with the target tests (they fail, never skip, when down).
+from tests.targets.conftest import docker_client, slurm_cluster, test_image  # noqa: E402,F401
