@@ -15,6 +15,7 @@ state, reason and exit code.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -108,6 +109,7 @@ def _one_line(value: object) -> str:
     return " ".join(str(value).split())
 
 
+@functools.cache
 def _environment() -> Any:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
                              undefined=jinja2.StrictUndefined, autoescape=False,
@@ -137,7 +139,11 @@ def _time_limit(experiment: Experiment) -> str | None:
     given = experiment.get("slurm.time")
     if given not in (None, "", 0):
         return str(given)
-    timeout = float(experiment.get("exp.timeout") or 0)
+    try:
+        timeout = float(experiment.get("exp.timeout") or 0)
+    except (TypeError, ValueError):
+        raise LaunchError(f"exp.timeout: expected seconds, got {experiment.get('exp.timeout')!r} "
+                          f"(experiment {experiment_label(experiment)})") from None
     return str(math.ceil(timeout / 60) + 1) if timeout > 0 else None
 
 
