@@ -25,7 +25,8 @@ def main() -> None:
     args = parser.parse_args()
     count = args.experiments
     spec = ["-P", "exp.framework=dummy", "-P", "dummy.sleep=0", "-P", "exp.num_batches=1",
-            "-P", "exp.num_warmup_batches=0", "-V", f"exp.replica_batch={list(range(1, count + 1))}"]
+            "-P", "exp.num_warmup_batches=0",
+            "-V", f"exp.replica_batch={list(range(1, count + 1))}"]
     dlbs = [sys.executable, "-m", "dlbs.cli.main"]
     with tempfile.TemporaryDirectory() as folder:
         dry = subprocess.run([*dlbs, "run", *spec, "--dry-run"], cwd=folder, check=True,
