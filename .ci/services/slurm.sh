@@ -93,8 +93,9 @@ for _ in $(seq 1 "$wait_s"); do
         # A node that is up answers idle, or mix/alloc/comp while jobs run on it.
         echo "$states" | grep -Eq "^$n (idle|mix|alloc|comp)$" && up=$((up + 1))
         # A node the controller marked down (e.g. after a restart) is told to resume.
-        echo "$states" | grep -Eq "^$n (down|drain|drng|fail)[*~#]?$" &&
+        if echo "$states" | grep -Eq "^$n (down|drain|drng|fail)[*~#]?$"; then
             scontrol update NodeName="$n" State=RESUME >/dev/null 2>&1 || true
+        fi
     done
     if [ "$up" = 2 ]; then
         echo "slurm.sh: cluster up: $(echo "$states" | tr '\n' ' ')"
