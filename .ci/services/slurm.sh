@@ -49,7 +49,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 # No accounting storage: keep finished jobs in the controller for a day.
 MinJobAge=86400
-KillWait=5
+KillWait=2
 InactiveLimit=0
 NodeName=node1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=6818 CPUs=${cpus} RealMemory=2000 State=UNKNOWN
 NodeName=node2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=6819 CPUs=${cpus} RealMemory=2000 State=UNKNOWN
