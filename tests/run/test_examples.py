@@ -1,0 +1,57 @@
+"""Every spec in examples/ plans cleanly; the ones this machine can run, run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.run.conftest import attempts
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_validates(dlbs_cli, example):
+    result = dlbs_cli("validate", "--config", str(example))
+    assert result.returncode == 0, result.stderr
+    assert "plan: 0 experiments" not in result.stdout
+
+
+@pytest.mark.pytorch
+def test_quickstart_runs_as_the_readme_says(run_dlbs, tmp_path):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("quickstart")])
+    result = run_dlbs("run", "--config", example, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert "4 ok" in result.stderr
+    report = run_dlbs("report", "logs/quickstart", "--type", "regular")
+    assert report.returncode == 0, report.stderr
+    assert "resnet18" in report.stdout and "alexnet_owt" in report.stdout
+
+
+@pytest.mark.mxnet
+def test_mxnet_example_runs_with_a_parameter_server(run_dlbs, tmp_path):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("mxnet")])
+    result = run_dlbs("run", "--config", example, "-P", "exp.model=deep_mnist", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert [r[2] for r in attempts(tmp_path / "logs" / "mxnet" / "results.db")] == ["ok"] * 4
+
+
+def test_docker_example_requests_gpus(run_dlbs):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("docker")])
+    result = run_dlbs("run", "--config", example, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    requests = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(requests) == 4 and {r["target"] for r in requests} == {"docker"}
+    text = json.dumps(requests[1])
+    assert "/workspace/pytorch_benchmarks" in text and '"0", "1"' in text
+
+
+def test_slurm_example_writes_multi_node_jobs(run_dlbs):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("slurm")])
+    result = run_dlbs("run", "--config", example, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    one, two = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "#SBATCH --nodes=2" in two["script"] and "--nnodes=2" in two["script"]
+    assert "--nproc_per_node=4" in one["script"] and "--standalone" in one["script"]
