@@ -72,7 +72,7 @@ def test_script_requests_what_the_experiment_says(target):
                  "#SBATCH --gpus-per-node=4", '#SBATCH --output="/logs/100%% done.log"',
                  "#SBATCH --open-mode=append", '#SBATCH --chdir="/work dir"',
                  "export NCCL_DEBUG=INFO", "export OMP_NUM_THREADS=1",
-                 "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 \\",
+                 "dlbs_nodes=2 dlbs_tasks_per_node=1", "set -- \\",
                  "    numactl \\", "    --interleave=all \\", "    torchrun \\",
                  """    '/my data/it'"'"'s'"""]:
         assert line in script.splitlines(), line
@@ -316,3 +316,39 @@ def test_a_container_job_runs_the_image_on_the_nodes(target, slurm_cluster, test
 def test_described_request_is_json(target):
     described = target.describe({"exp.log_file": "x.log"}, Invocation(["b"]))
     assert json.loads(json.dumps(described)) == described
+
+
+# -- job arrays -------------------------------------------------------------------------
+
+
+def test_an_array_refuses_experiments_whose_requests_differ(target):
+    entries = [({"exp.id": "a", "slurm.time": "10"}, Invocation(["b"]), "/l/a.log"),
+               ({"exp.id": "b", "slurm.time": "20"}, Invocation(["b"]), "/l/b.log")]
+    with pytest.raises(LaunchError, match="cannot share a job array: their requests differ "
+                                          "in time"):
+        target.array_script(entries, "/l/array.sbatch")
+
+
+@pytest.mark.slurm
+def test_a_job_array_runs_each_experiment_into_its_own_log(target, slurm_cluster, tmp_path):
+    program = 'import sys\nprint("multi-line", sys.argv[1])\n'  # a token that spans lines
+    entries = [
+        ({"exp.id": "arr-ok", "runtime.env.V": "one"},
+         Invocation(["sh", "-c", 'echo "first $V $(pwd)"'], workdir=str(tmp_path)),
+         tmp_path / "first log.log"),
+        ({"exp.id": "arr-py"}, Invocation([sys.executable, "-c", program, "a b"]),
+         tmp_path / "second.log"),
+        ({"exp.id": "arr-fail"}, Invocation(["sh", "-c", "echo third; exit 4"]),
+         tmp_path / "third.log"),
+    ]
+    for _, _, log in entries:
+        log.write_text("header\n")
+    job_ids = target.submit_array([(e, i, str(log)) for e, i, log in entries],
+                                  str(tmp_path / "array.sbatch"))
+    assert len(job_ids) == 3 and all(j.endswith(f"_{n}") for n, j in enumerate(job_ids))
+    outcomes = [target.wait(job_id, 60) for job_id in job_ids]
+    assert [o.status for o in outcomes] == ["ok", "ok", "failure"], outcomes
+    assert outcomes[2].returncode == 4
+    assert entries[0][2].read_text() == f"header\nfirst one {tmp_path}\n"
+    assert entries[1][2].read_text() == "header\nmulti-line a b\n"
+    assert entries[2][2].read_text().startswith("header\nthird\n")

@@ -53,6 +53,7 @@ else:
     _MISSING = None
 
 TEMPLATE = "sbatch.sh.j2"
+ARRAY_TEMPLATE = "sbatch_array.sh.j2"
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 COMMANDS = ("sbatch", "scontrol", "scancel")
 
@@ -214,42 +215,75 @@ class SlurmTarget(SchedulerTarget):
             return argv[:image_at] + passed + argv[image_at:]
         return launcher_prefix(experiment) + list(invocation.argv)
 
-    def script(self, experiment: Experiment, invocation: Invocation, log_path: str,
-               script_path: str) -> str:
-        """The job script's text."""
+    def _header(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+        """The sbatch request of one experiment (what experiments of one array share)."""
         nodes = _positive_int(experiment, "slurm.nodes", invocation.nodes)
         ntasks = _positive_int(experiment, "slurm.ntasks_per_node", invocation.tasks_per_node)
-        label = experiment_label(experiment)
         if invocation.nodes > nodes or invocation.tasks_per_node > ntasks:
             raise LaunchError(
-                f"experiment {label}: the recipe needs {invocation.nodes} node(s) x "
-                f"{invocation.tasks_per_node} task(s), but slurm.nodes={nodes} and "
-                f"slurm.ntasks_per_node={ntasks}", hint="raise slurm.nodes or "
-                "slurm.ntasks_per_node, or leave them unset")
+                f"experiment {experiment_label(experiment)}: the recipe needs "
+                f"{invocation.nodes} node(s) x {invocation.tasks_per_node} task(s), but "
+                f"slurm.nodes={nodes} and slurm.ntasks_per_node={ntasks}",
+                hint="raise slurm.nodes or slurm.ntasks_per_node, or leave them unset")
         gpus = experiment.get("slurm.gpus_per_node") or len(invocation.gpus) or None
+        return {"nodes": nodes, "ntasks_per_node": ntasks,
+                "partition": experiment.get("slurm.partition") or "",
+                "account": experiment.get("slurm.account") or "",
+                "time": _time_limit(experiment) or "",
+                "gpus_per_node": gpus or "",
+                "extra_args": self.extra_args(experiment)}
+
+    def _task(self, experiment: Experiment, invocation: Invocation,
+              log_path: str) -> dict[str, Any]:
+        """One experiment's part of a job script: environment, command, log, folder."""
+        label = experiment_label(experiment)
         env = experiment_env(experiment)
         env.update(invocation.env)
         for name in env:
             if not _ENV_NAME.match(name):
                 raise LaunchError(f"experiment {label}: {name!r} is not a valid environment "
                                   "variable name")
-        extra = self.extra_args(experiment)
-        resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *extra, script_path])
-        values = {
-            "exp_id": _one_line(label), "script_path": script_path, "resubmit": resubmit,
-            "job_name": "dlbs-" + _one_line(experiment.get("exp.id") or Path(log_path).stem),
-            "nodes": nodes, "ntasks_per_node": ntasks,
-            "partition": experiment.get("slurm.partition") or "",
-            "account": experiment.get("slurm.account") or "",
-            "time": _time_limit(experiment) or "",
-            "gpus_per_node": gpus or "",
-            "output": os.path.abspath(log_path),
-            "workdir": os.path.abspath(invocation.workdir or os.getcwd()),
-            "env": env, "task_prelude": TASK_PRELUDE,
-            "srun_nodes": invocation.nodes, "tasks_per_node": invocation.tasks_per_node,
-            "argv": self.command(experiment, invocation),
-        }
-        return _environment().get_template(TEMPLATE).render(values)
+        if not invocation.argv:
+            raise LaunchError(f"experiment {label}: the recipe gave no command to run")
+        return {"exp_id": _one_line(label), "env": env,
+                "argv": self.command(experiment, invocation),
+                "srun_nodes": invocation.nodes, "tasks_per_node": invocation.tasks_per_node,
+                "log": os.path.abspath(log_path),
+                "workdir": os.path.abspath(invocation.workdir or os.getcwd())}
+
+    def script(self, experiment: Experiment, invocation: Invocation, log_path: str,
+               script_path: str) -> str:
+        """The job script's text."""
+        header = self._header(experiment, invocation)
+        task = self._task(experiment, invocation, log_path)
+        resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *header["extra_args"],
+                                                     script_path])
+        job_name = "dlbs-" + _one_line(experiment.get("exp.id") or Path(log_path).stem)
+        return _environment().get_template(TEMPLATE).render(
+            header, task=task, exp_id=task["exp_id"], resubmit=resubmit, job_name=job_name,
+            output=task["log"], workdir=task["workdir"], task_prelude=TASK_PRELUDE)
+
+    def array_script(self, entries: Sequence[tuple[Experiment, Invocation, str]],
+                     script_path: str) -> str:
+        """The script of a job array: task i runs entry i, writing into its own log."""
+        if not entries:
+            raise LaunchError("a job array needs at least one experiment")
+        header = self._header(entries[0][0], entries[0][1])
+        for experiment, invocation, _ in entries[1:]:
+            other = self._header(experiment, invocation)
+            if other != header:
+                differ = ", ".join(sorted(k for k in header if header[k] != other[k]))
+                raise LaunchError(
+                    f"experiments {experiment_label(entries[0][0])} and "
+                    f"{experiment_label(experiment)} cannot share a job array: their "
+                    f"requests differ in {differ}", hint="submit them as separate jobs")
+        tasks = [self._task(*entry) for entry in entries]
+        resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *header["extra_args"],
+                                                     script_path])
+        return _environment().get_template(ARRAY_TEMPLATE).render(
+            header, tasks=tasks, resubmit=resubmit,
+            job_name="dlbs-array-" + tasks[0]["exp_id"], output="/dev/null",
+            workdir=tasks[0]["workdir"], task_prelude=TASK_PRELUDE)
 
     @staticmethod
     def extra_args(experiment: Experiment) -> list[str]:
@@ -309,11 +343,27 @@ class SlurmTarget(SchedulerTarget):
         script_path = os.path.abspath(log_path) + ".sbatch"
         text = self.script(experiment, invocation, log_path, script_path)
         _write_atomically(script_path, text)
-        argv = ["sbatch", "--parsable", *self.extra_args(experiment), script_path]
-        result = _run(argv)
+        return self._sbatch([*self.extra_args(experiment), script_path],
+                            f"the job of experiment {experiment_label(experiment)}", script_path)
+
+    def submit_array(self, entries: Sequence[tuple[Experiment, Invocation, str]],
+                     script_path: str) -> list[str]:
+        """Submit experiments that share one sbatch request as one job array.
+
+        `entries` are (experiment, invocation, log path); the script goes to `script_path`.
+        Returns one job id per entry (`<array id>_<index>`), each of which `wait` and
+        `cancel` accept like any other job id. Refuses entries whose requests differ.
+        """
+        text = self.array_script(entries, script_path)
+        _write_atomically(script_path, text)
+        array_id = self._sbatch([*self.extra_args(entries[0][0]), script_path],
+                                f"the job array of {len(entries)} experiments", script_path)
+        return [f"{array_id}_{index}" for index in range(len(entries))]
+
+    def _sbatch(self, args: list[str], what: str, script_path: str) -> str:
+        result = _run(["sbatch", "--parsable", *args])
         if result.returncode != 0:
-            raise LaunchError(f"sbatch refused the job of experiment "
-                              f"{experiment_label(experiment)}: "
+            raise LaunchError(f"sbatch refused {what}: "
                               f"{_one_line(result.stderr or result.stdout)}",
                               hint=f"the script is {script_path}")
         job_id = result.stdout.strip().split(";")[0]
