@@ -213,7 +213,7 @@ def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
         from dlbs.run.invocation import Invocation
         from dlbs.run.targets import get_target
         job = get_target("slurm").submit({{"exp.id": "orphan"}},
-            Invocation(["sh", "-c", "sleep 2; echo finished"]), {str(log)!r})
+            Invocation(["sh", "-c", "sleep 4; echo finished"]), {str(log)!r})
         print(job, flush=True)
         os._exit(9)
     """)
@@ -224,7 +224,7 @@ def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
     # The next dlbs finds the job still queued or running and waits for it, by id.
     state = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
                            text=True).stdout
-    assert "JobState=RUNNING" in state or "JobState=PENDING" in state
+    assert any(f"JobState={s} " in state for s in ("PENDING", "CONFIGURING", "RUNNING"))
     outcome = SlurmTarget().wait(job_id, 60)
     assert outcome.status == "ok"
     assert log.read_text() == "header\nfinished\n"
