@@ -102,3 +102,35 @@ def test_outcome_refuses_an_unknown_status():
     with pytest.raises(ValueError, match="unknown outcome status 'skipped'"):
         Outcome("skipped")
     assert Invocation(["x"]).gpus == [] and Invocation(["x"]).nodes == 1
+
+
+def test_docker_and_slurm_register_without_their_python_packages(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # A Python where importing the Docker SDK and Jinja2 fails, as where they are missing.
+    program = (
+        "import sys\n"
+        "sys.modules['docker'] = None\n"
+        "sys.modules['jinja2'] = None\n"
+        "from dlbs.errors import LaunchError\n"
+        "from dlbs.run.targets import get_target, targets\n"
+        "for name, cls in targets().items():\n"
+        "    print(name, '|', cls.unavailable)\n"
+        "try:\n"
+        "    get_target('docker')\n"
+        "except LaunchError as error:\n"
+        "    print('selected:', error.message)\n")
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            cwd=tmp_path, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("docker | the Docker SDK for Python is missing")
+    assert "pip install docker==7.2.0" in lines[0]
+    assert lines[1] == "local | None"
+    assert lines[2].startswith("slurm | Jinja2 is missing")
+    assert lines[3].startswith("selected: execution target 'docker' cannot be used here: "
+                               "the Docker SDK for Python is missing")
