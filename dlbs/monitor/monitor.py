@@ -52,19 +52,22 @@ def _aggregate(readings: Sequence[GpuReading]) -> dict[str, float]:
 class ResourceMonitor:
     """Samples CPU, memory and GPUs of one process tree every `frequency` seconds.
 
-    `gpus` are nvidia-smi indices (host numbering, as in `exp.gpus`); `nvidia_smi` is the
-    program to query them with, `query_timeout` the seconds one query may take. Use:
-    `start(pid)` after the benchmark started, `stop()` after it ended; `stop()` returns the
-    series (see the module's table) and `warnings` says what could not be measured.
+    `gpus` are nvidia-smi indices (host numbering, as in `exp.gpus`; a string "0,1" is split
+    at commas and colons); `nvidia_smi` is the program to query them with, `query_timeout`
+    the seconds one query may take. Use: `start(pid)` after the benchmark started, `stop()`
+    after it ended; `stop()` returns the series (see the module's table) and `warnings` says
+    what could not be measured.
     """
 
     def __init__(self, frequency: float, gpus: Sequence[str] = (),
                  nvidia_smi: str = "nvidia-smi", query_timeout: float = QUERY_TIMEOUT) -> None:
-        if not (isinstance(frequency, int | float) and math.isfinite(frequency)
-                and frequency > 0):
+        if (isinstance(frequency, bool) or not isinstance(frequency, int | float)
+                or not math.isfinite(frequency) or frequency <= 0):
             raise ValueError(f"monitor frequency must be a positive number of seconds, "
                              f"got {frequency!r}")
         self.frequency = float(frequency)
+        if isinstance(gpus, str):  # "0,1" as exp.gpus writes it, not the characters
+            gpus = gpus.replace(":", ",").split(",")
         self.gpus = tuple(str(gpu).strip() for gpu in gpus if str(gpu).strip())
         self.warnings: list[str] = []
         self.samples_taken = 0

@@ -3,8 +3,9 @@
 Run on a machine with an NVIDIA GPU and PyTorch: `python3 tests/monitor/gpu_check.py OUTDIR`.
 It captures nvidia-smi's answer to the monitor's query when idle and under load (the canned
 files in data/ are such captures), times one query and one /proc scan, and monitors a
-PyTorch process that multiplies matrices on GPU 0 while holding 8 GiB, writing the series
-to OUTDIR/series.json. The CI machine has no GPU; the suite uses a fake nvidia-smi instead.
+PyTorch process that multiplies matrices on GPU 0 while holding 8 GiB (with every GPU
+selected, so a mean and sums over several GPUs show), writing the series to
+OUTDIR/series.json. The CI machine has no GPU; the suite uses a fake nvidia-smi instead.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def main(out: Path) -> None:
         count = len(proc.scan_processes())
     print(f"/proc scan: {(time.perf_counter() - start) * 50:.2f} ms for {count} processes")
     load = subprocess.Popen([sys.executable, "-c", LOAD])
-    monitor = ResourceMonitor(0.25, gpus=["0"])
+    gpus = [line.split(",")[0].strip() for line in (out / "idle.csv").read_text().splitlines()]
+    monitor = ResourceMonitor(0.25, gpus=gpus)  # all GPUs: the load is on GPU 0 only
     monitor.start(load.pid)
     time.sleep(4)
     (out / "busy.csv").write_text(query())

@@ -43,6 +43,8 @@ def calls(log) -> list[str]:
                      id="two GPUs: mean utilization, summed memory and power"),
         pytest.param(["1"], *GPU1, id="GPU 1 only"),
         pytest.param([" 0 "], *GPU0, id="ids are trimmed"),
+        pytest.param("0:1", (GPU0[0] + GPU1[0]) / 2, GPU0[1] + GPU1[1], GPU0[2] + GPU1[2],
+                     id="exp.gpus as a string"),
     ],
 )
 def test_gpu_series_of_the_selected_gpus(spawn, fake_smi_env, gpus, util, mem, power):

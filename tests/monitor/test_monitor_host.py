@@ -132,7 +132,7 @@ def test_a_zombie_root_ends_sampling(spawn):
     assert 1 <= len(series["time"]) <= 6
 
 
-@pytest.mark.parametrize("frequency", [0, -1, math.nan, math.inf, "1"])
+@pytest.mark.parametrize("frequency", [0, -1, math.nan, math.inf, "1", True, None])
 def test_a_bad_frequency_is_refused(frequency):
     with pytest.raises(ValueError, match="frequency"):
         ResourceMonitor(frequency)
