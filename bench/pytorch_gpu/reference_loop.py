@@ -43,7 +43,9 @@ def main() -> None:
     model = torchvision.models.resnet50().cuda().to(memory_format=fmt)
     x = torch.randn(a.batch_size, 3, 224, 224, device="cuda").to(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch_size,), device="cuda")
-    amp = torch.autocast("cuda", dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    amp = (
+        torch.autocast("cuda", dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
+    )
 
     if a.phase == "train":
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
@@ -74,7 +76,7 @@ def main() -> None:
                 fwd(x)
 
         step = forward
-        if a.cuda_graphs:
+        if a.cuda_graphs and not a.compile:  # compiled: reduce-overhead does the graphs
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):

@@ -44,22 +44,50 @@ class Setting:
     def backend_argv(self, warmup: int, steps: int) -> list[str]:
         """The backend's command line for this setting."""
         argv = [
-            sys.executable, str(BACKEND), "--model", "resnet50", "--device", "gpu",
-            "--batch_size", str(self.batch), "--dtype", self.dtype,
-            "--forward_only", str(self.group != "train").lower(),
-            "--num_warmup_batches", str(warmup), "--num_batches", str(steps),
-            "--channels_last", str(self.channels_last).lower(),
-            "--compile", str(self.compile).lower(), "--compile_mode", self.compile_mode,
-            "--cuda_graphs", str(self.cuda_graphs).lower(),
+            sys.executable,
+            str(BACKEND),
+            "--model",
+            "resnet50",
+            "--device",
+            "gpu",
+            "--batch_size",
+            str(self.batch),
+            "--dtype",
+            self.dtype,
+            "--forward_only",
+            str(self.group != "train").lower(),
+            "--num_warmup_batches",
+            str(warmup),
+            "--num_batches",
+            str(steps),
+            "--channels_last",
+            str(self.channels_last).lower(),
+            "--compile",
+            str(self.compile).lower(),
+            "--compile_mode",
+            self.compile_mode,
+            "--cuda_graphs",
+            str(self.cuda_graphs).lower(),
         ]
         return argv
 
     def reference_argv(self, warmup: int, steps: int) -> list[str]:
         """The reference loop's command line for this setting."""
         argv = [
-            sys.executable, str(REFERENCE), "--phase", "train" if self.group == "train" else "infer",
-            "--batch_size", str(self.batch), "--dtype", self.dtype,
-            "--warmup", str(warmup), "--steps", str(steps), "--compile_mode", self.compile_mode,
+            sys.executable,
+            str(REFERENCE),
+            "--phase",
+            "train" if self.group == "train" else "infer",
+            "--batch_size",
+            str(self.batch),
+            "--dtype",
+            self.dtype,
+            "--warmup",
+            str(warmup),
+            "--steps",
+            str(steps),
+            "--compile_mode",
+            self.compile_mode,
         ]
         argv += ["--channels_last"] if self.channels_last else []
         argv += ["--compile"] if self.compile else []
@@ -82,8 +110,14 @@ SETTINGS = [
     Setting("latency bs1 fp16 CL eager", "latency", 1, "float16", True),
     Setting("latency bs1 fp16 CL CUDA graphs", "latency", 1, "float16", True, cuda_graphs=True),
     Setting(
-        "latency bs1 fp16 CL compiled+graphs", "latency", 1, "float16", True, compile=True,
-        compile_mode="reduce-overhead", cuda_graphs=True,
+        "latency bs1 fp16 CL compiled+graphs",
+        "latency",
+        1,
+        "float16",
+        True,
+        compile=True,
+        compile_mode="reduce-overhead",
+        cuda_graphs=True,
     ),
 ]
 # Iterations: (warm-up, timed). Compiled runs compile during warm-up.

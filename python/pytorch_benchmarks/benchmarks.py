@@ -1,0 +1,81 @@
+"""PyTorch benchmark backend of dlbs: ``python benchmarks.py --model resnet50 ...``.
+
+Runs stand-alone (no dlbs needed). Prints its results as ``__<key>__=<json>`` lines (see
+BACKENDS.md); any failure prints ``__results.status__="failure"`` with the reason and exits
+non-zero. With several processes (torchrun, srun) it reads WORLD_SIZE, RANK and LOCAL_RANK
+from the environment and only rank 0 prints results.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+
+if __package__ in (None, ""):
+    # Run as a script: make the package importable from the folder that holds it.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    __package__ = "pytorch_benchmarks"  # noqa: A001
+
+from pytorch_benchmarks.cli import FlagError, build_parser, parse_options  # noqa: E402
+from pytorch_benchmarks.protocol import emit, emit_failure, now_iso  # noqa: E402
+
+
+class Terminated(BaseException):
+    """SIGTERM (a launcher stopping the job, a timeout): still report the failure."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated(f"terminated by signal {signum}")
+
+
+def _failure_message(exc: BaseException) -> str:
+    """A one-line reason; out-of-memory is named as such."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        return f"out of memory: {text}"
+    return f"{type(exc).__name__}: {text}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse flags, run, print the protocol lines; return the exit status."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    start_time = now_iso()
+    try:
+        opts = parse_options(argv)
+    except FlagError as exc:
+        emit_failure(f"bad flag: {exc}")
+        build_parser().print_usage(sys.stderr)
+        print(f"benchmarks.py: error: {exc}", file=sys.stderr)
+        return 2
+    import torch
+
+    from pytorch_benchmarks import distributed
+    from pytorch_benchmarks.runner import run_benchmark
+
+    try:
+        topology = distributed.topology_from_env()
+        if topology.is_main:
+            emit("results.start_time", start_time)
+        results = run_benchmark(opts, topology)
+        if results is not None:
+            for key, value in results.items():
+                emit(key, value)
+            emit("results.status", "ok")
+            emit("results.end_time", now_iso())
+        distributed.shutdown()
+        return 0
+    except (Exception, Terminated, KeyboardInterrupt) as exc:
+        traceback.print_exc(file=sys.stderr)
+        emit_failure(_failure_message(exc))
+        if isinstance(exc, torch.OutOfMemoryError):
+            return 3
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

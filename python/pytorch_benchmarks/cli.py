@@ -1,0 +1,203 @@
+"""The backend's command line: flags of BACKENDS.md plus PyTorch speed options."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_TRUE = {"true", "yes", "on", "1", "t", "y"}
+_FALSE = {"false", "no", "off", "0", "f", "n"}
+DTYPES = {"float": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+class FlagError(ValueError):
+    """A bad command line: the message names the flag and what is accepted."""
+
+
+def parse_bool(text: str) -> bool:
+    """true/false/yes/no/on/off/1/0 (any case); anything else is an error."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(
+        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
+    )
+
+
+def parse_dtype(text: str) -> str:
+    """float/float32/float16/bfloat16 -> the canonical torch name."""
+    try:
+        return DTYPES[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"unsupported dtype {text!r}; choose one of {', '.join(DTYPES)}"
+        ) from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises FlagError instead of exiting, so failures are reported."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise FlagError(message)
+
+
+@dataclass
+class Options:
+    """Parsed and checked options (the attributes mirror the flags)."""
+
+    model: str
+    forward_only: bool
+    batch_size: int
+    num_batches: int
+    num_warmup_batches: int
+    num_gpus: int
+    device: str
+    dtype: str
+    data_dir: str
+    data_backend: str
+    data_shuffle: bool
+    num_loader_threads: int
+    data_loader_only: bool
+    synthetic_data_location: str
+    cudnn_benchmark: bool
+    cudnn_fastest: bool
+    tf32: bool
+    channels_last: bool
+    compile: bool
+    compile_mode: str
+    cuda_graphs: bool
+    num_threads: int
+    ddp_bucket_cap_mb: float
+    ddp_static_graph: bool
+    ddp_broadcast_buffers: bool
+    ddp_comm_hook: str
+    extra_models: str
+    timing: str
+    compile_ddp: str
+    lr: float
+
+    @property
+    def phase(self) -> str:
+        """'inference' or 'training'."""
+        return "inference" if self.forward_only else "training"
+
+
+def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
+    """A boolean flag: '--x', '--x true', '--x=off' ... (a bare flag means true)."""
+    parser.add_argument(
+        f"--{name}", type=parse_bool, nargs="?", const=True, default=default, help=help_text
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag the backend accepts."""
+    p = _Parser(
+        prog="benchmarks.py",
+        description="PyTorch benchmark backend of dlbs: times training or inference of one model.",
+    )
+    p.add_argument("--model", required=True, help="model id (see --model help for the list)")
+    _bool_flag(p, "forward_only", False, "inference if true, else training")
+    p.add_argument("--batch_size", type=int, default=16, help="per-replica batch")
+    p.add_argument("--num_batches", type=int, default=100, help="timed iterations")
+    p.add_argument("--num_warmup_batches", type=int, default=1, help="untimed iterations first")
+    p.add_argument("--num_gpus", type=int, default=1, help="GPUs on this node (one process each)")
+    p.add_argument("--device", default="gpu", choices=["cpu", "gpu", "cuda"], help="compute device")
+    p.add_argument(
+        "--dtype", type=parse_dtype, default="float32", help="float32, float16 or bfloat16"
+    )
+    p.add_argument("--data_dir", default="", help="dataset path; empty means synthetic data")
+    p.add_argument(
+        "--data_backend",
+        default="caffe_lmdb",
+        choices=["caffe_lmdb", "image_folder"],
+        help="the format of --data_dir",
+    )
+    _bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
+    p.add_argument("--num_loader_threads", type=int, default=4, help="data loader worker processes")
+    _bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
+    p.add_argument(
+        "--synthetic_data_location",
+        default="device",
+        choices=["device", "pinned_host"],
+        help="synthetic batch kept on the device, or copied from pinned host memory every step",
+    )
+    _bool_flag(p, "cudnn_benchmark", True, "cuDNN autotuner (torch.backends.cudnn.benchmark)")
+    _bool_flag(
+        p,
+        "cudnn_fastest",
+        False,
+        "exhaustive cuDNN autotuning (benchmark on, benchmark_limit=0): the nearest thing "
+        "today to the old cudnn.fastest",
+    )
+    _bool_flag(p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)")
+    _bool_flag(p, "channels_last", False, "NHWC memory format for model and input")
+    _bool_flag(p, "compile", False, "torch.compile the model")
+    p.add_argument(
+        "--compile_mode", default="default", choices=COMPILE_MODES, help="torch.compile mode"
+    )
+    _bool_flag(p, "cuda_graphs", False, "inference: capture the forward pass in a CUDA graph")
+    p.add_argument(
+        "--num_threads", type=int, default=0, help="CPU intra-op threads (0: torch default)"
+    )
+    p.add_argument("--ddp_bucket_cap_mb", type=float, default=25.0, help="DDP gradient bucket size")
+    _bool_flag(p, "ddp_static_graph", False, "DDP static_graph=True")
+    _bool_flag(
+        p,
+        "ddp_broadcast_buffers",
+        False,
+        "DDP broadcasts buffers (batch-norm statistics) from rank 0 every forward",
+    )
+    p.add_argument(
+        "--ddp_comm_hook",
+        default="none",
+        choices=["none", "fp16", "bf16"],
+        help="compress gradients to this type for the all-reduce",
+    )
+    p.add_argument(
+        "--compile_ddp",
+        default="whole_graph",
+        choices=["split", "whole_graph"],
+        help="torch.compile with DDP: split the graph at gradient buckets so the all-reduce "
+        "overlaps backward (torch's default), or compile it whole (all-reduce after backward)",
+    )
+    p.add_argument("--extra_models", default="", help="a Python file registering more models")
+    p.add_argument(
+        "--timing",
+        default="sync",
+        choices=["sync", "events"],
+        help="GPU: synchronize after every batch (sync), or stamp batch ends with CUDA events "
+        "and synchronize once at the end (events)",
+    )
+    p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    return p
+
+
+def parse_options(argv: Sequence[str] | None = None) -> Options:
+    """Parse ``argv`` and check the values that argparse cannot; raises FlagError."""
+    ns = build_parser().parse_args(argv)
+    if ns.device == "cuda":
+        ns.device = "gpu"
+    opts = Options(**vars(ns))
+    if opts.batch_size < 1:
+        raise FlagError(f"--batch_size must be >= 1, got {opts.batch_size}")
+    if opts.num_batches < 1:
+        raise FlagError(f"--num_batches must be >= 1, got {opts.num_batches}")
+    if opts.num_warmup_batches < 0:
+        raise FlagError(f"--num_warmup_batches must be >= 0, got {opts.num_warmup_batches}")
+    if opts.num_loader_threads < 0:
+        raise FlagError(f"--num_loader_threads must be >= 0, got {opts.num_loader_threads}")
+    if opts.num_threads < 0:
+        raise FlagError(f"--num_threads must be >= 0, got {opts.num_threads}")
+    if opts.device == "gpu" and opts.num_gpus < 1:
+        raise FlagError(f"--num_gpus must be >= 1 with --device gpu, got {opts.num_gpus}")
+    if opts.cuda_graphs and not opts.forward_only:
+        raise FlagError("--cuda_graphs works for inference only (--forward_only true)")
+    if opts.cuda_graphs and opts.device != "gpu":
+        raise FlagError("--cuda_graphs needs --device gpu")
+    if opts.data_loader_only and not opts.data_dir:
+        raise FlagError("--data_loader_only needs a dataset (--data_dir)")
+    return opts

@@ -1,0 +1,1 @@
+"""Input pipelines: synthetic tensors, torchvision ImageFolder and Caffe LMDB datasets."""

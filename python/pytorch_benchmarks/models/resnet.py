@@ -1,0 +1,27 @@
+"""ResNets (He et al. 2015): torchvision's 18-152, and 200/269 built from its Bottleneck."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+import torchvision
+from torchvision.models.resnet import Bottleneck, ResNet
+
+from .registry import register_model
+
+# Depths torchvision lacks, with the stage sizes of the ResNet-200 (He et al. 2016) and
+# ResNet-269 (as in MXNet's and DLBS's symbol files) papers.
+_DEEP_LAYERS = {"resnet200": [3, 24, 36, 3], "resnet269": [3, 30, 48, 8]}
+
+
+def _register(model_id: str, depth: int) -> None:
+    """One registration per depth."""
+
+    @register_model(model_id, title=f"ResNet{depth}", input_shape=(3, 224, 224), num_classes=1000)
+    def build() -> nn.Module:
+        if model_id in _DEEP_LAYERS:
+            return ResNet(Bottleneck, _DEEP_LAYERS[model_id], num_classes=1000)
+        return getattr(torchvision.models, model_id)(weights=None, num_classes=1000)
+
+
+for _depth in (18, 34, 50, 101, 152, 200, 269):
+    _register(f"resnet{_depth}", _depth)

@@ -1,0 +1,247 @@
+"""Build the experiment from the options, run it, and return what rank 0 reports."""
+
+from __future__ import annotations
+
+import inspect
+import resource
+from typing import Any
+
+import torch
+import torch._dynamo
+import torch.nn as nn
+
+from . import distributed
+from .cli import Options
+from .data.sources import LoaderSource, SyntheticSource, make_loader_source
+from .models import ModelSpec, get_model_spec, load_model_file
+from .protocol import time_statistics
+from .steps import (
+    Step,
+    make_cuda_graph_step,
+    make_inference_step,
+    make_optimizer,
+    make_training_step,
+)
+from .timing import device_synchronizer, run_event_timed_loop, run_timed_loop
+
+_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class SetupError(ValueError):
+    """An experiment this machine or this build of torch cannot run, said plainly."""
+
+
+def log(message: str) -> None:
+    """An informational line (not a protocol key)."""
+    print(f"[pytorch_benchmarks] {message}", flush=True)
+
+
+def select_device(opts: Options, topology: distributed.Topology) -> torch.device:
+    """cpu, or the CUDA device of this process's local rank."""
+    if opts.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SetupError("--device gpu, but torch sees no CUDA device (use --device cpu)")
+    count = torch.cuda.device_count()
+    if topology.local_rank >= count:
+        raise SetupError(
+            f"LOCAL_RANK={topology.local_rank}, but only {count} CUDA devices are visible"
+        )
+    torch.cuda.set_device(topology.local_rank)
+    return torch.device("cuda", topology.local_rank)
+
+
+def configure_torch(opts: Options, device: torch.device) -> None:
+    """Threads, cuDNN autotuning and TF32, as the flags say."""
+    if opts.num_threads:
+        torch.set_num_threads(opts.num_threads)
+    # TF32: 'high' lets float32 matmuls use TF32 tensor cores; cuDNN has its own switch.
+    torch.set_float32_matmul_precision("high" if opts.tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = opts.tf32
+    # cudnn.fastest (Lua Torch, old PyTorch) picked the fastest algorithm regardless of
+    # workspace; today's nearest control is an exhaustive autotuner search.
+    torch.backends.cudnn.benchmark = opts.cudnn_benchmark or opts.cudnn_fastest
+    if opts.cudnn_fastest:
+        torch.backends.cudnn.benchmark_limit = 0
+
+
+def memory_format_for(spec: ModelSpec, opts: Options) -> torch.memory_format:
+    """channels-last (NHWC) for image models when asked, else the default layout."""
+    if opts.channels_last and len(spec.input_shape) == 3:
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def build_model(
+    spec: ModelSpec,
+    opts: Options,
+    device: torch.device,
+    dtype: torch.dtype,
+    memory_format: torch.memory_format,
+) -> nn.Module:
+    """The model on the device, in train or eval mode; inference models cast to ``dtype``."""
+    model = spec.build().to(device=device, memory_format=memory_format)
+    if opts.forward_only:
+        # Inference in half precision runs a half model (as inference engines do): autocast
+        # would re-cast every weight on every batch.
+        model = model.to(dtype).eval()
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+    else:
+        model.train()
+    return model
+
+
+def wrap_ddp(model: nn.Module, opts: Options, device: torch.device) -> nn.Module:
+    """DistributedDataParallel with the options that keep the step free of extra traffic."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    # Newer torch renames broadcast_buffers (and warns on the old name).
+    buffers_flag = (
+        "forward_sync_buffers"
+        if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+        else "broadcast_buffers"
+    )
+    ddp = DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=opts.ddp_bucket_cap_mb,
+        gradient_as_bucket_view=True,
+        static_graph=opts.ddp_static_graph,
+        **{buffers_flag: opts.ddp_broadcast_buffers},
+    )
+    if opts.ddp_comm_hook != "none":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        hook = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook}
+        ddp.register_comm_hook(None, hook[opts.ddp_comm_hook])
+    return ddp
+
+
+def compile_mode(opts: Options) -> str:
+    """torch.compile's mode; CUDA graphs with compilation are inductor's own (reduce-overhead)."""
+    if opts.cuda_graphs and opts.compile_mode in ("default", "max-autotune-no-cudagraphs"):
+        return "reduce-overhead" if opts.compile_mode == "default" else "max-autotune"
+    return opts.compile_mode
+
+
+def make_source(
+    spec: ModelSpec,
+    opts: Options,
+    device: torch.device,
+    dtype: torch.dtype,
+    memory_format: torch.memory_format,
+    topology: distributed.Topology,
+) -> SyntheticSource | LoaderSource:
+    """Synthetic data (empty --data_dir) or a real dataset."""
+    # Training keeps float32 inputs (autocast casts them); inference feeds the model's dtype.
+    input_dtype = dtype if opts.forward_only else torch.float32
+    if not opts.data_dir:
+        return SyntheticSource(
+            spec, opts.batch_size, device, input_dtype, memory_format, opts.synthetic_data_location
+        )
+    return make_loader_source(
+        spec,
+        data_dir=opts.data_dir,
+        backend=opts.data_backend,
+        training=not opts.forward_only,
+        batch_size=opts.batch_size,
+        shuffle=opts.data_shuffle,
+        num_workers=opts.num_loader_threads,
+        device=device,
+        dtype=input_dtype,
+        memory_format=memory_format,
+        world_size=topology.world_size,
+        rank=topology.rank,
+    )
+
+
+def make_step(
+    spec: ModelSpec,
+    opts: Options,
+    device: torch.device,
+    dtype: torch.dtype,
+    source: SyntheticSource | LoaderSource,
+    memory_format: torch.memory_format,
+    topology: distributed.Topology,
+) -> Step:
+    """The step the loop times, with DDP, compilation and CUDA graphs as asked."""
+    if opts.data_loader_only:
+        return lambda inputs, labels: None
+    model = build_model(spec, opts, device, dtype, memory_format)
+    if topology.distributed and not opts.forward_only:
+        model = wrap_ddp(model, opts, device)
+    train_module = model
+    if opts.compile:
+        if topology.distributed and not opts.forward_only:
+            torch._dynamo.config.optimize_ddp = opts.compile_ddp == "split"
+        model = torch.compile(model, mode=compile_mode(opts))
+    if opts.forward_only:
+        if opts.cuda_graphs and not opts.compile:
+            example, _ = source.next()
+            return make_cuda_graph_step(model, example)
+        return make_inference_step(model)
+    optimizer = make_optimizer(train_module, opts.lr, device)
+    return make_training_step(model, optimizer, device, dtype)
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """Peak device memory the caching allocator took (GPU), or the peak host RSS (CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_reserved(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, Any] | None:
+    """Run the experiment; return the protocol's results on rank 0, None on other ranks."""
+    if opts.extra_models:
+        load_model_file(opts.extra_models)
+    spec = get_model_spec(opts.model)
+    dtype = _TORCH_DTYPES[opts.dtype]
+    device = select_device(opts, topology)
+    configure_torch(opts, device)
+    if opts.device == "gpu" and topology.world_size == 1 and opts.num_gpus > 1:
+        raise SetupError(f"--num_gpus {opts.num_gpus} needs one process per GPU (torchrun)")
+    distributed.init_process_group(topology, device)
+    if topology.distributed and opts.forward_only:
+        log("inference on several replicas: each runs its own batches, no communication")
+    torch.manual_seed(0)
+    memory_format = memory_format_for(spec, opts)
+    source = make_source(spec, opts, device, dtype, memory_format, topology)
+    step = make_step(spec, opts, device, dtype, source, memory_format, topology)
+    log(
+        f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
+        f"batch={opts.batch_size}x{topology.world_size} channels_last={opts.channels_last} "
+        f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
+        f"cuda_graphs={opts.cuda_graphs} torch={torch.__version__}"
+    )
+    if opts.timing == "events" and device.type == "cuda":
+        timings = run_event_timed_loop(
+            source.next, step, device, opts.num_warmup_batches, opts.num_batches
+        )
+    else:
+        timings = run_timed_loop(
+            source.next,
+            step,
+            device_synchronizer(device),
+            opts.num_warmup_batches,
+            opts.num_batches,
+        )
+    # The slowest replica sets the job's pace: take each batch's maximum over replicas.
+    batch_ms = distributed.all_reduce_max(timings.batch_ms, device)
+    warmup_ms = distributed.all_reduce_max(timings.warmup_ms, device)
+    wait_ms = distributed.all_reduce_max(timings.data_wait_ms, device)
+    memory = distributed.all_reduce_max([peak_memory_mib(device)], device)[0]
+    if not topology.is_main:
+        return None
+    results: dict[str, Any] = time_statistics(batch_ms)
+    effective_batch = opts.batch_size * topology.world_size
+    results["results.throughput"] = effective_batch * 1000.0 / results["results.time"]
+    results["results.time_data"] = batch_ms
+    results["results.warmup_time_data"] = warmup_ms
+    if opts.data_dir:
+        results["results.time_data_wait"] = sum(wait_ms) / len(wait_ms)
+    results["results.mem_peak"] = memory
+    results["exp.model_title"] = spec.title
+    results["exp.framework_ver"] = torch.__version__
+    return results
