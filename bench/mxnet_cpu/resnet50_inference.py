@@ -77,8 +77,9 @@ def main() -> int:
     args = parser.parse_args()
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     # Enough timed batches for a stable median at each size, in minutes on a small CPU.
-    plan = {1: (30, 5), 32: (6, 2)}
+    plan = {1: (20, 5), 32: (5, 2)}
     samples: dict[tuple[str, int], list[float]] = {}
+    round_medians: dict[tuple[str, int], list[float]] = {}
     versions: dict[str, str] = {}
     for round_index in range(args.rounds):
         for batch in batch_sizes:
@@ -86,6 +87,8 @@ def main() -> int:
             for name, (script, extra) in CONFIGS.items():
                 values = run_once(script, extra, batch, batches, warmup, args.threads)
                 samples.setdefault((name, batch), []).extend(values["results.time_data"])
+                round_medians.setdefault((name, batch), []).append(
+                    values["results.time_median"])
                 versions[script.parent.name] = values["exp.framework_ver"]
                 print(f"round {round_index + 1} batch {batch:>2} {name}: "
                       f"median {values['results.time_median']:.1f} ms", file=sys.stderr)
@@ -95,18 +98,21 @@ def main() -> int:
         rows.append({"config": name, "batch": batch, "samples": len(times),
                      "median_ms": median, "best_ms": min(times),
                      "p90_ms": sorted(times)[int(0.9 * (len(times) - 1))],
-                     "throughput": batch * 1000.0 / median})
+                     "throughput": batch * 1000.0 / median,
+                     "round_medians_ms": round_medians[(name, batch)]})
     rows.sort(key=lambda row: (row["batch"], list(CONFIGS).index(row["config"])))
     machine = f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads"
     print(f"ResNet-50 inference, float32, synthetic data; {machine}; {versions}")
     # The best batch is printed too: on a shared machine it is the least disturbed figure.
+    # Each round's median shows how much the machine's load moved between rounds.
     print("| batch | configuration | median ms/batch | best ms | p90 ms | images/s (median) "
-          "| samples |")
-    print("|---|---|---|---|---|---|---|")
+          "| medians per round | samples |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
+        per_round = " / ".join(f"{value:.0f}" for value in row["round_medians_ms"])
         print(f"| {row['batch']} | {row['config']} | {row['median_ms']:.1f} | "
               f"{row['best_ms']:.1f} | {row['p90_ms']:.1f} | {row['throughput']:.1f} | "
-              f"{row['samples']} |")
+              f"{per_round} | {row['samples']} |")
     if args.out:
         out = Path(args.out)
         document = {"machine": machine, "versions": versions, "rows": rows,
