@@ -253,6 +253,11 @@ def test_nvidia_docker_launcher_runs_the_equivalent_command_line(target, experim
     assert described["cli"][0] == "nvidia-docker" and described["env"] == {"NV_GPU": "1"}
     assert "--gpus" not in described["cli"]
     assert Path(shim).exists()
+    seen = []
+    with open(log_path, "ab") as log:
+        outcome = target.run(experiment, Invocation(["sleep", "1"]), log, 60,
+                             on_start=lambda pid: seen.append(pid))
+    assert outcome.status == "ok" and len(seen) == 1 and seen[0] > 1
 
 
 def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker_client):
@@ -273,3 +278,15 @@ def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 30
     assert _containers_of(docker_client, "docker-test") == []
+
+
+def test_on_start_gets_the_host_pid_of_the_containers_process(target, sink, experiment):
+    seen = []
+
+    def started(pid: int) -> None:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            seen.append(cmdline.read().split(b"\0")[:2])
+
+    outcome = target.run(experiment, Invocation(["sleep", "0.5"]), sink, 30, on_start=started)
+    assert outcome.status == "ok"
+    assert seen == [[b"sleep", b"0.5"]]

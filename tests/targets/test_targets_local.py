@@ -169,3 +169,16 @@ def test_ctrl_c_stops_the_child_and_returns_interrupted(target, tmp_path):
     presser.join()
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 10
+
+
+def test_on_start_gets_the_pid_of_the_running_benchmark(target):
+    seen = {}
+
+    def started(pid: int) -> None:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            seen["argv"] = cmdline.read().split(b"\0")[:3]
+        seen["pid"] = pid
+
+    outcome = target.run({}, Invocation(["sleep", "0.3"]), io.BytesIO(), 10, on_start=started)
+    assert outcome.status == "ok"
+    assert seen == {"argv": [b"sleep", b"0.3", b""], "pid": outcome.details["pid"]}

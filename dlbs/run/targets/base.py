@@ -19,6 +19,8 @@ from dlbs.errors import LaunchError
 from dlbs.run.invocation import Invocation, Outcome
 
 Experiment = Mapping[str, Any]
+#: Called with the host PID of a started benchmark's process tree.
+OnStart = Callable[[int], None]
 
 #: Modules that define the built-in targets; imported on the first registry lookup.
 BUILTIN_MODULES = ("dlbs.run.targets.local", "dlbs.run.targets.docker", "dlbs.run.targets.slurm")
@@ -55,13 +57,15 @@ class ProcessTarget(Target):
 
     @abc.abstractmethod
     def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
-            timeout: float | None) -> Outcome:
+            timeout: float | None, *, on_start: OnStart | None = None) -> Outcome:
         """Run the invocation; its stdout and stderr go into `log` as they come.
 
         `timeout` (seconds; None or 0 = no limit) ends it with status timeout. A
         KeyboardInterrupt stops it and returns status interrupted: the exception is not
         re-raised, the caller stops the sweep when it sees that status. Raises `LaunchError`
         only when the experiment could not be started at all (the environment's fault).
+        `on_start(pid)`, when given, is called once the benchmark runs, with the host PID of
+        the root of its process tree (for the resource monitor).
         """
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO
@@ -35,7 +36,7 @@ from dlbs.run.invocation import (
     requested_gpus,
     tokens,
 )
-from dlbs.run.targets.base import Experiment, ProcessTarget, register_target
+from dlbs.run.targets.base import Experiment, OnStart, ProcessTarget, register_target
 from dlbs.run.targets.docker_args import DockerArgs, translate
 from dlbs.run.targets.local import launcher_prefix
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
@@ -297,11 +298,15 @@ class DockerTarget(ProcessTarget):
     # -- running -----------------------------------------------------------------------
 
     def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
-            timeout: float | None) -> Outcome:
-        """Run the container to its end; see `ProcessTarget.run` and the module doc."""
+            timeout: float | None, *, on_start: OnStart | None = None) -> Outcome:
+        """Run the container to its end; see `ProcessTarget.run` and the module doc.
+
+        `on_start` gets the host PID of the container's first process.
+        """
         request = self.request(experiment, invocation)
         if _launcher(experiment) == "nvidia-docker":
-            return self._run_nvidia_docker(experiment, invocation, request, log, timeout)
+            return self._run_nvidia_docker(experiment, invocation, request, log, timeout,
+                                           on_start)
         container = self._create(experiment, request)
         details: dict[str, Any] = {"container": container.name, "image": request["image"]}
         try:
@@ -314,6 +319,10 @@ class DockerTarget(ProcessTarget):
             pump.start()
             limit = timeout if timeout and timeout > 0 else None
             try:
+                if on_start is not None:
+                    pid = self._host_pid(container.name)
+                    if pid:
+                        on_start(pid)
                 result = container.wait(timeout=limit)
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
                 container.stop(timeout=int(self.kill_grace))
@@ -414,9 +423,25 @@ class DockerTarget(ProcessTarget):
             if "already in progress" not in str(error):
                 raise LaunchError(f"cannot remove container {container.name}: {error}") from error
 
+    def _host_pid(self, name: str, wait: float = 0.0) -> int | None:
+        """The host PID of a running container's first process (waits up to `wait` s)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                state = self.client.api.inspect_container(name).get("State", {})
+                if state.get("Running") and state.get("Pid"):
+                    return int(state["Pid"])
+                if state.get("Status") == "exited":
+                    return None
+            except docker.errors.NotFound:
+                pass
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
     def _run_nvidia_docker(self, experiment: Experiment, invocation: Invocation,
                            request: dict[str, Any], log: BinaryIO,
-                           timeout: float | None) -> Outcome:
+                           timeout: float | None, on_start: OnStart | None) -> Outcome:
         argv = self.cli_argv(experiment, invocation, request)
         env = dict(os.environ)
         if invocation.gpus:  # nvidia-docker's own way to select GPUs
@@ -429,7 +454,16 @@ class DockerTarget(ProcessTarget):
             except (docker.errors.NotFound, LaunchError):
                 pass
 
+        def container_started(_cli_pid: int) -> None:
+            # The benchmark runs under the engine, not under the CLI: find the container.
+            def report() -> None:
+                pid = self._host_pid(name, wait=60.0)
+                if pid:
+                    on_start(pid)  # type: ignore[misc]
+            threading.Thread(target=report, daemon=True).start()
+
         outcome = run_process(argv, env=env, cwd=None, log=log, timeout=timeout,
-                              grace=self.kill_grace, cleanup=remove_leftover)
+                              grace=self.kill_grace, cleanup=remove_leftover,
+                              on_start=container_started if on_start else None)
         outcome.details["container"] = name
         return outcome

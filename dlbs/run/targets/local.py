@@ -15,7 +15,7 @@ from dlbs.run.invocation import (
     experiment_label,
     tokens,
 )
-from dlbs.run.targets.base import Experiment, ProcessTarget, register_target
+from dlbs.run.targets.base import Experiment, OnStart, ProcessTarget, register_target
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process
 
 
@@ -67,10 +67,10 @@ class LocalTarget(ProcessTarget):
                 "cwd": invocation.workdir}
 
     def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
-            timeout: float | None) -> Outcome:
+            timeout: float | None, *, on_start: OnStart | None = None) -> Outcome:
         """Run to the end; see `ProcessTarget.run`."""
         env = dict(os.environ)
         env.update(self.extra_env(experiment, invocation))
         return run_process(self.command(experiment, invocation), env=env,
                            cwd=invocation.workdir, log=log, timeout=timeout,
-                           grace=self.kill_grace)
+                           grace=self.kill_grace, on_start=on_start)

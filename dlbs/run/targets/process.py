@@ -77,11 +77,12 @@ def stop_process_group(process: subprocess.Popen[bytes], first_signal: int,
 
 def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 log: BinaryIO, timeout: float | None, grace: float = DEFAULT_KILL_GRACE,
-                cleanup: Callable[[], None] | None = None) -> Outcome:
+                cleanup: Callable[[], None] | None = None,
+                on_start: Callable[[int], None] | None = None) -> Outcome:
     """Run `argv` (no shell) to its end, stdout and stderr into `log`; see the module doc.
 
-    `cleanup` runs after the child and its group are gone, whatever happened (the docker
-    target removes a container there).
+    `on_start(pid)` is called right after the child started. `cleanup` runs after the child
+    and its group are gone, whatever happened (the docker target removes a container there).
     """
     log.flush()
     fd = _log_fd(log)
@@ -109,6 +110,8 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
     outcome: Outcome | None = None
     try:
         try:
+            if on_start is not None:
+                on_start(process.pid)
             returncode = process.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             stop_process_group(process, signal.SIGTERM, grace)
