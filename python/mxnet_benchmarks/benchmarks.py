@@ -9,6 +9,7 @@ are started through `python -m mxnet_benchmarks.launch_dist`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -59,9 +60,16 @@ def print_report(report, start_time: str, framework_version: str) -> None:
     emit("results.status", "ok")
 
 
+def _raise_interrupt(signum, frame) -> None:
+    # A job scheduler's or launcher's SIGTERM ends the run like Ctrl-C: with a failure
+    # status and its reason, not a silent death.
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark described by `argv`; return the exit status."""
     start_time = now_iso()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         opts = parse_options(sys.argv[1:] if argv is None else argv)
         configure_environment(opts)

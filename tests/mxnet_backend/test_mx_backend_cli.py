@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
+from mx_helpers import BENCHMARKS, backend_env, parse_protocol
 from mxnet_benchmarks import benchmarks
 
 pytestmark = pytest.mark.mxnet
@@ -84,6 +90,21 @@ def test_bad_input_is_a_clear_failure(run_backend, flags, message):
     assert "benchmarks.py: error: " in run.stderr and message in run.stderr
     assert "Traceback" not in run.stderr
     assert "results.time" not in run.values
+
+
+def test_sigterm_is_a_failure_with_its_reason():
+    process = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS), "--device", "cpu", "--model", "deep_mnist",
+         "--batch_size", "2", "--num_batches", "1000000", "--num_warmup_batches", "0"],
+        env=backend_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # past the import of mxnet, most likely into the timed batches
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=60)
+    values = parse_protocol(stdout)
+    assert process.returncode == 1
+    assert values["results.status"] == "failure"
+    assert values["results.status_msg"] == "KeyboardInterrupt: terminated by signal 15"
+    assert "results.time" not in values
 
 
 def test_a_crash_is_a_failure_with_its_reason(monkeypatch, capsys):
