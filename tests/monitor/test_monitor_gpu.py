@@ -17,7 +17,8 @@ from dlbs.monitor.gpu import parse_query_output
 from dlbs.monitor.monitor import MAX_GPU_FAILURES
 from tests.monitor.conftest import DATA, FAKE_NVIDIA_SMI
 
-# data/h100x2.csv: GPU 0 at 87 %, 45123 MiB, 512.34 W; GPU 1 at 91 %, 44980 MiB, 498.10 W.
+# data/two_gpus.csv, made up in the format of the real capture data/h200x2_idle.csv:
+# GPU 0 at 87 %, 45123 MiB, 512.34 W; GPU 1 at 91 %, 44980 MiB, 498.10 W.
 GPU0 = (87.0, 45123.0, 512.34)
 GPU1 = (91.0, 44980.0, 498.10)
 SLEEPER = "import time; time.sleep(30)"
@@ -58,6 +59,16 @@ def test_gpu_series_of_the_selected_gpus(spawn, fake_smi_env, gpus, util, mem, p
     assert monitor.warnings == []
     # One query per sample (and one more if stop() cut a query short).
     assert count <= len(calls(fake_smi_env)) <= count + 1
+
+
+def test_a_real_capture(spawn, fake_smi_env, monkeypatch):
+    # nvidia-smi's answer on 2x H200 (driver 580.159.04), idle: no memory used, power drawn.
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_OUTPUT", str(DATA / "h200x2_idle.csv"))
+    series, monitor = monitored(spawn, seconds=0.3, gpus=["0", "1"],
+                                nvidia_smi=FAKE_NVIDIA_SMI)
+    assert set(series["gpu_util"]) == {0.0} and set(series["gpu_mem"]) == {0.0}
+    assert set(series["gpu_power"]) == {pytest.approx(117.71 + 122.87)}
+    assert monitor.warnings == []
 
 
 def test_no_gpus_means_no_query(spawn, fake_smi_env):
