@@ -67,7 +67,7 @@ def test_a_real_capture(spawn, fake_smi_env, monkeypatch):
     series, monitor = monitored(spawn, seconds=0.3, gpus=["0", "1"],
                                 nvidia_smi=FAKE_NVIDIA_SMI)
     assert set(series["gpu_util"]) == {0.0} and set(series["gpu_mem"]) == {0.0}
-    assert set(series["gpu_power"]) == {pytest.approx(117.71 + 122.87)}
+    assert series["gpu_power"] == [pytest.approx(117.71 + 122.87)] * len(series["time"])
     assert monitor.warnings == []
 
 
