@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -67,7 +68,6 @@ def test_cpu_and_rss_of_a_busy_process_tree(spawn):
     assert len(inside) >= 8
     share = 100 * float(busy_cpu) / (float(busy_end) - float(busy_start))
     assert statistics.median(inside) == pytest.approx(share, abs=25)
-    assert max(cpu) <= 100 * 1.3 + 10  # one spinning process: not two cores' worth
 
     # Both processes' memory counts: 300 MiB held, plus two interpreters.
     assert 300 <= max(rss) <= 450
@@ -108,28 +108,39 @@ def test_a_process_that_is_already_gone():
     assert any("ended before the monitor started" in w for w in monitor.warnings)
 
 
+def _wait_without_reaping(pid: int) -> None:
+    """Wait until `pid` exits, leaving it a zombie (its parent has not collected it)."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
 def test_a_process_that_exits_at_once(spawn):
     quick = spawn("pass")
     monitor = ResourceMonitor(0.05, gpus=["0"], nvidia_smi="/nonexistent/nvidia-smi")
     monitor.start(quick.pid)
-    quick.wait()  # it may be a zombie or reaped by now; either way the tree has ended
-    time.sleep(0.3)
+    quick.wait()  # exited and reaped: the tree is gone
+    time.sleep(0.15)
+    count = monitor.samples_taken
+    time.sleep(0.15)
+    assert monitor.samples_taken == count  # sampling stopped by itself
     began = time.monotonic()
     series = monitor.stop()
     assert time.monotonic() - began < 0.5
-    assert len(series["time"]) == len(series["cpu"]) == len(series["rss"]) <= 3
+    assert set(series) == {"time", "cpu", "rss"}
+    assert len(series["time"]) == len(series["cpu"]) == len(series["rss"]) == count
 
 
 def test_a_zombie_root_ends_sampling(spawn):
-    quick = spawn("import time; time.sleep(0.2)")
+    quick = spawn("import time; print('ready', flush=True); time.sleep(0.3)")
+    quick.stdout.readline()
     monitor = ResourceMonitor(0.05)
     monitor.start(quick.pid)
-    time.sleep(0.6)  # it has exited but is not waited for: a zombie
+    _wait_without_reaping(quick.pid)
+    time.sleep(0.15)
     count = monitor.samples_taken
-    time.sleep(0.2)
+    time.sleep(0.15)
     assert monitor.samples_taken == count  # sampling stopped by itself
     series = monitor.stop()
-    assert 1 <= len(series["time"]) <= 6
+    assert 2 <= len(series["time"]) == count <= 10  # about 0.3 s / 0.05 s while it lived
 
 
 @pytest.mark.parametrize("frequency", [0, -1, math.nan, math.inf, "1", True, None])
