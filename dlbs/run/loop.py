@@ -96,7 +96,7 @@ class Sweep:
         with contextlib.ExitStack() as stack:
             for log_dir in sorted({_log_dir(e) for e in self.experiments}):
                 stack.enter_context(RunLock(log_dir))
-            stack.callback(self._close_stores)
+            stack.callback(self._close)
             self._resume()
             decisions = [(e, policy.decide(e, self._store(e).latest_status(e["exp.id"]),
                                            self._oom_limit(e))) for e in self.experiments]
@@ -113,14 +113,17 @@ class Sweep:
     def describe(self) -> list[dict[str, Any]]:
         """The exact request of every experiment that would run (`--dry-run`): runs nothing."""
         requests = []
-        for experiment in self.experiments:
-            decision = policy.decide(experiment, None, None)
-            if decision.action == policy.IGNORE:
-                continue
-            job = self._job(experiment)
-            requests.append({"exp.id": experiment.get("exp.id"),
-                             "exp.log_file": experiment.get("exp.log_file"),
-                             **job.target.describe(job.view, job.invocation)})
+        try:
+            for experiment in self.experiments:
+                decision = policy.decide(experiment, None, None)
+                if decision.action == policy.IGNORE:
+                    continue
+                job = self._job(experiment)
+                requests.append({"exp.id": experiment.get("exp.id"),
+                                 "exp.log_file": experiment.get("exp.log_file"),
+                                 **job.target.describe(job.view, job.invocation)})
+        finally:
+            self._close()
         return requests
 
     # -- one experiment -----------------------------------------------------------------
@@ -164,6 +167,7 @@ class Sweep:
         self.reporter.started(experiment, log_path)
         begin = time.monotonic()
         timeout = float(experiment.get("exp.timeout") or 0) or None
+        monitor = _monitor(experiment, job)
         try:
             if isinstance(job.target, SchedulerTarget):
                 job_id = job.target.submit(job.view, job.invocation, log_path)
@@ -172,12 +176,19 @@ class Sweep:
             else:
                 assert isinstance(job.target, ProcessTarget)
                 with open(log_path, "ab") as log:
-                    outcome = job.target.run(job.view, job.invocation, log, timeout)
+                    outcome = job.target.run(job.view, job.invocation, log, timeout,
+                                             on_start=monitor.start if monitor else None)
         except LaunchError as error:
             outcome = Outcome("failure", f"could not start: {error.message}")
         except KeyboardInterrupt:
             outcome = Outcome("interrupted", "interrupted by the user")
+        finally:
+            usage = monitor.stop() if monitor else {}
         verdict = self._verdict(outcome, log_path, experiment)
+        verdict.results.update({f"results.use.{name}": values
+                                for name, values in usage.items() if values})
+        if monitor is not None and monitor.warnings:
+            verdict.results["results.use.warnings"] = list(monitor.warnings)
         self._finish(store, experiment, attempt, verdict, log_path, time.monotonic() - begin)
         if verdict.status == "interrupted":
             self.summary.interrupted = True
@@ -267,9 +278,21 @@ class Sweep:
             self._environment = collect_environment()
         return self._environment
 
-    def _close_stores(self) -> None:
+    def _close(self) -> None:
         for store in self._stores.values():
             store.close()
+        for target in self._targets.values():
+            target.close()
+
+
+def _monitor(experiment: Mapping[str, Any], job: _Job) -> Any:
+    """A resource monitor when `monitor.frequency` > 0 and the target runs here."""
+    frequency = float(experiment.get("monitor.frequency") or 0)
+    if frequency <= 0 or not isinstance(job.target, ProcessTarget):
+        return None
+    from dlbs.monitor import ResourceMonitor
+
+    return ResourceMonitor(frequency, job.invocation.gpus)
 
 
 def _last_output_line(log_path: str, tail: int = 4096) -> str | None:

@@ -202,3 +202,18 @@ def test_bad_spec_runs_nothing(run_dlbs, tmp_path):
     missing = run_dlbs("run", *DUMMY, "-P", "runtime.launcher=no-such-numactl")
     assert missing.returncode == 2 and "'no-such-numactl' not found" in missing.stderr
     assert not list((tmp_path / "logs").glob("*.log")) if (tmp_path / "logs").exists() else True
+
+
+def test_resource_monitor_series_are_recorded(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0.4", "-P", "dummy.busy=true",
+                      "-P", "monitor.frequency=0.1")
+    assert result.returncode == 0, result.stderr
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "logs" / "results.db") as conn:
+        (results,) = conn.execute("SELECT results FROM attempts").fetchone()
+    results = json.loads(results)
+    cpu = results["results.use.cpu"]
+    assert len(cpu) >= 5 and max(cpu) > 50  # a busy loop uses most of a core
+    assert len(results["results.use.rss"]) == len(results["results.use.time"])
+    assert "results.use.gpu_util" not in results  # no GPU here: the series is absent
