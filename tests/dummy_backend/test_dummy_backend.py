@@ -94,11 +94,20 @@ def test_statistics_are_those_of_the_batch_times():
 
 
 def test_batch_times_are_measured():
-    run = run_dummy("--sleep", "0.05", "--num_batches", "10", "--num_warmup_batches", "2")
-    values = run.values
-    assert values["results.time"] == pytest.approx(50.0, rel=0.10)
-    assert all(t >= 50.0 for t in values["results.time_data"])  # a sleep is never shorter
-    assert run.wall >= 12 * 0.05  # the whole run took the time it reports, and more
+    # Another program's load can only make a batch longer than its sleep, never shorter; so
+    # the best of three runs tells a backend that misreports from a machine that is busy.
+    means = []
+    for _ in range(3):
+        run = run_dummy("--sleep", "0.05", "--num_batches", "10", "--num_warmup_batches", "2")
+        values = run.values
+        batches = [*values["results.warmup_time_data"], *values["results.time_data"]]
+        assert len(batches) == 12
+        assert all(t >= 50.0 for t in batches)  # a sleep is never shorter
+        assert sum(batches) / 1000 < run.wall  # the times fit in the run: not made up
+        means.append(values["results.time"])
+        if values["results.time"] == pytest.approx(50.0, rel=0.10):
+            break
+    assert min(means) == pytest.approx(50.0, rel=0.10)
 
 
 def test_busy_batches_burn_cpu():
