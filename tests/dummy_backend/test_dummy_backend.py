@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import datetime
 import os
 import signal
@@ -339,3 +340,8 @@ def test_runs_under_the_system_python3():
                           timeout=30)
     assert done.returncode == 0, done.stderr
     assert parse_lines(done.stdout.splitlines()).values["results.status"] == "ok"
+
+
+def test_the_program_is_python_3_8_grammar():
+    # It runs in containers whose python3 may be older than the one dlbs needs.
+    ast.parse(PROGRAM.read_text(), feature_version=(3, 8))

@@ -6,12 +6,8 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-DATA = Path(__file__).resolve().parent / "data"
-FAKE_NVIDIA_SMI = str(DATA / "nvidia-smi")
 
 
 @pytest.fixture

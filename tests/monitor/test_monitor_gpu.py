@@ -9,13 +9,16 @@ from __future__ import annotations
 import math
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from dlbs.monitor import ResourceMonitor
 from dlbs.monitor.gpu import parse_query_output
 from dlbs.monitor.monitor import MAX_GPU_FAILURES
-from tests.monitor.conftest import DATA, FAKE_NVIDIA_SMI
+
+DATA = Path(__file__).resolve().parent / "data"
+FAKE_NVIDIA_SMI = str(DATA / "nvidia-smi")
 
 # data/two_gpus.csv, made up in the format of the real capture data/h200x2_idle.csv:
 # GPU 0 at 87 %, 45123 MiB, 512.34 W; GPU 1 at 91 %, 44980 MiB, 498.10 W.
