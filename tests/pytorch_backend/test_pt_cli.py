@@ -1,0 +1,103 @@
+"""Flags: booleans, dtypes, checks; every bad input is a clear failure, never a traceback only."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from pytorch_benchmarks.cli import FlagError, parse_bool, parse_dtype, parse_options
+
+pytestmark = pytest.mark.pytorch
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("on", True),
+        ("1", True),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+        ("0", False),
+    ],
+)
+def test_parse_bool(text, expected):
+    assert parse_bool(text) is expected
+
+
+def test_parse_bool_refuses_other_words():
+    with pytest.raises(argparse.ArgumentTypeError, match="boolean"):
+        parse_bool("maybe")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("float", "float32"),
+        ("float32", "float32"),
+        ("float16", "float16"),
+        ("bfloat16", "bfloat16"),
+    ],
+)
+def test_parse_dtype(text, expected):
+    assert parse_dtype(text) == expected
+
+
+def test_bare_bool_flag_means_true_and_values_are_read():
+    opts = parse_options(["--model", "resnet50", "--forward_only", "--channels_last", "off"])
+    assert opts.forward_only is True
+    assert opts.channels_last is False
+    opts = parse_options(["--model", "resnet50", "--forward_only=no", "--data_shuffle", "yes"])
+    assert opts.forward_only is False and opts.data_shuffle is True
+
+
+def test_defaults_follow_dlbs():
+    opts = parse_options(["--model", "resnet50"])
+    assert (opts.cudnn_benchmark, opts.cudnn_fastest, opts.data_shuffle) == (True, False, False)
+    assert (opts.num_loader_threads, opts.data_backend, opts.dtype) == (4, "caffe_lmdb", "float32")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--model", "m", "--dtype", "int8"], "unsupported dtype 'int8'"),
+        (["--model", "m", "--forward_only", "maybe"], "boolean"),
+        (["--model", "m", "--batch_size", "0"], "--batch_size must be >= 1"),
+        (["--model", "m", "--num_batches", "0"], "--num_batches must be >= 1"),
+        (["--model", "m", "--num_warmup_batches", "-1"], "--num_warmup_batches"),
+        (["--model", "m", "--cuda_graphs"], "inference only"),
+        (["--model", "m", "--device", "tpu"], "invalid choice"),
+        (["--batch_size", "2"], "--model"),
+    ],
+)
+def test_bad_flags_raise_flag_error(argv, fragment):
+    with pytest.raises(FlagError, match=None) as info:
+        parse_options(argv)
+    assert fragment in str(info.value)
+
+
+def test_bad_flag_in_a_process_reports_failure(backend):
+    run = backend("--model", "resnet50", "--device", "cpu", "--dtype", "int8")
+    assert run.returncode == 2
+    assert run.values["results.status"] == "failure"
+    assert "unsupported dtype 'int8'" in run.values["results.status_msg"]
+    assert "results.throughput" not in run.values
+    assert "usage:" in run.stderr
+
+
+def test_unknown_model_in_a_process_lists_models(backend):
+    run = backend("--model", "resnet51", "--device", "cpu", "--num_batches", "1")
+    assert run.returncode != 0
+    assert run.values["results.status"] == "failure"
+    assert "unknown model 'resnet51'" in run.values["results.status_msg"]
+    assert "resnet50" in run.values["results.status_msg"]
+    assert "results.throughput" not in run.values
+
+
+def test_gpu_requested_without_cuda_is_a_clear_failure(backend):
+    run = backend("--model", "sensor_net", "--device", "gpu", "--num_batches", "1")
+    assert run.returncode != 0
+    assert "torch sees no CUDA device" in run.values["results.status_msg"]
