@@ -104,14 +104,7 @@ class SpecBuilder:
         document = read_document(path)
         if document is None:
             document = {}
-        if not isinstance(document, dict):
-            raise ConfigError(f"{path}: a spec is an object with 'parameters', 'variables', "
-                              f"'extensions' or 'include', not a {type_name(document)}")
-        for key in document:
-            if key not in TOP_LEVEL_KEYS:
-                raise ConfigError(f"{path}: unknown top-level key {key!r}",
-                                  hint=suggest(str(key), TOP_LEVEL_KEYS)
-                                  or f"valid keys: {', '.join(TOP_LEVEL_KEYS)}")
+        _check_object(document, TOP_LEVEL_KEYS, str(path), "a spec", "top-level key")
         includes = document.get("include", [])
         if isinstance(includes, str):
             includes = [includes]
@@ -187,14 +180,7 @@ class SpecBuilder:
         self.spec.axes[name] = axis
 
     def add_extension(self, extension: Any, source: str) -> None:
-        if not isinstance(extension, dict):
-            raise ConfigError(f"{source}: an extension must be an object with 'condition', "
-                              f"'parameters' and 'cases', not a {type_name(extension)}")
-        for key in extension:
-            if key not in EXTENSION_KEYS:
-                raise ConfigError(f"{source}: unknown extension key {key!r}",
-                                  hint=suggest(str(key), EXTENSION_KEYS)
-                                  or f"valid keys: {', '.join(EXTENSION_KEYS)}")
+        _check_object(extension, EXTENSION_KEYS, source, "an extension", "extension key")
         condition = extension.get("condition", {}) or {}
         parameters = extension.get("parameters", {}) or {}
         cases = extension.get("cases", []) or []
@@ -250,6 +236,17 @@ def load_spec(config: str | Path | None = None, *, defaults: bool = True,
         builder.add_file(config)
     builder.add_cli(params, variables, extensions)
     return builder.spec
+
+
+def _check_object(value: Any, keys: Sequence[str], source: str, what: str, key_kind: str) -> None:
+    """`value` must be an object whose keys are among `keys`; suggest the closest one."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {what} is an object with "
+                          f"{', '.join(repr(k) for k in keys)}, not a {type_name(value)}")
+    for key in value:
+        if key not in keys:
+            raise ConfigError(f"{source}: unknown {key_kind} {key!r}",
+                              hint=suggest(str(key), keys) or f"valid keys: {', '.join(keys)}")
 
 
 def _check_name(name: str, source: str) -> None:

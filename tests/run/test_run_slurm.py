@@ -55,16 +55,20 @@ def _job_id(db) -> str | None:
     return row[0] if row else None
 
 
+def _wait_for_job(db) -> None:
+    deadline = time.monotonic() + 60
+    while _job_id(db) is None:
+        assert time.monotonic() < deadline, "no job was submitted"
+        time.sleep(0.1)
+
+
 def test_kill_9_of_dlbs_reattaches_to_the_job(run_dlbs, tmp_path, slurm_cluster):
     spec = [*DUMMY, "-P", "dummy.sleep=2"]
     sweep = subprocess.Popen([sys.executable, "-m", "dlbs.cli.main", "run", *spec],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              start_new_session=True)
     db = tmp_path / "logs" / "results.db"
-    deadline = time.monotonic() + 60
-    while _job_id(db) is None:
-        assert time.monotonic() < deadline, "no job was submitted"
-        time.sleep(0.1)
+    _wait_for_job(db)
     job_id = _job_id(db)
     os.killpg(sweep.pid, signal.SIGKILL)
     sweep.communicate()
@@ -81,10 +85,7 @@ def test_cancelled_job_is_recorded_with_its_reason(run_dlbs, tmp_path, slurm_clu
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     db = tmp_path / "logs" / "results.db"
-    deadline = time.monotonic() + 60
-    while _job_id(db) is None:
-        assert time.monotonic() < deadline, "no job was submitted"
-        time.sleep(0.1)
+    _wait_for_job(db)
     subprocess.run(["scancel", _job_id(db)], check=True)
     _, err = sweep.communicate(timeout=180)
     assert sweep.returncode == 1, err

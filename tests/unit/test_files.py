@@ -51,7 +51,7 @@ def test_yaml_is_read_as_yaml_1_2(tmp_path: Path):
     ("bad.yaml", "a: 1\n b: 2\n", "bad.yaml:2:3: malformed YAML: mapping values are not "
                                    "allowed here"),
     ("bad.yaml", "parameters: {a: 1}\nvariable: {}\n", "unknown top-level key 'variable'"),
-    ("bad.json", "[1, 2]", "a spec is an object"),
+    ("bad.json", "[1, 2]", "a spec is an object with 'parameters'"),
     ("bad.toml", "a = 1", "unsupported file type '.toml'"),
 ])
 def test_malformed_files(tmp_path: Path, name: str, text: str, message: str):
@@ -124,7 +124,7 @@ def test_cli_layer_comes_last(tmp_path: Path):
 @pytest.mark.parametrize("option, value, message", [
     ("params", ["novalue"], "-P 'novalue' is not NAME=VALUE"),
     ("extensions", ["{bad"], "-E #1 is not JSON"),
-    ("extensions", ["[1]"], "an extension must be an object"),
+    ("extensions", ["[1]"], "an extension is an object"),
 ])
 def test_bad_cli_overrides(tmp_path: Path, option: str, value: list[str], message: str):
     with pytest.raises(ConfigError, match=message):
