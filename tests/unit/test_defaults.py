@@ -154,3 +154,18 @@ def test_batch_size_sweep_example_extension():
     inference = [e for e in experiments if e["exp.phase"] == "inference"]
     assert [e["exp.num_batches"] for e in inference[:5]] == [20, 20, 5, 5, 5]
     assert all("--forward_only true" in e["pytorch.args"] for e in inference)
+
+
+def test_a_dlbs_style_spec_plans_as_a_dlbs_user_expects():
+    experiments = plan(REPO / "examples" / "dlbs_style.json")
+    rows = [(e["exp.model"], e["exp.device_type"], e["exp.replica_batch"], e["exp.num_batches"])
+            for e in experiments]
+    assert rows == [("resnet50", "cpu", 8, 5), ("resnet50", "gpu", 64, 20),
+                    ("vgg16", "cpu", 8, 5), ("vgg16", "gpu", 32, 20),
+                    ("alexnet_owt", "cpu", 8, 5), ("alexnet_owt", "gpu", 64, 20)]
+    first = experiments[0]
+    assert first["exp.docker_args"] == ["--rm", "--shm-size=1g", "--ipc=host"]
+    assert first["exp.log_file"] == "logs/pytorch/resnet50_8_0.log"
+    assert first["monitor.frequency"] == 0.5 and first["my.batch_per_gpu"] == 64
+    assert "--batch_size 8" in first["pytorch.args"]
+    assert "--cudnn_benchmark true" in first["pytorch.args"]
