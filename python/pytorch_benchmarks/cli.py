@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchmarks.py",
         description="PyTorch benchmark backend of dlbs: times training or inference of one model.",
     )
-    p.add_argument("--model", required=True, help="model id (see --model help for the list)")
+    p.add_argument(
+        "--model", required=True, help="model id; an unknown id is an error that lists every id"
+    )
     _bool_flag(p, "forward_only", False, "inference if true, else training")
     p.add_argument("--batch_size", type=int, default=16, help="per-replica batch")
     p.add_argument("--num_batches", type=int, default=100, help="timed iterations")
