@@ -43,12 +43,16 @@ def select_device(opts: Options, topology: distributed.Topology) -> torch.device
     if not torch.cuda.is_available():
         raise SetupError("--device gpu, but torch sees no CUDA device (use --device cpu)")
     count = torch.cuda.device_count()
-    if topology.local_rank >= count:
+    if topology.local_rank < count:
+        index = topology.local_rank
+    elif count == 1:
+        index = 0  # the launcher bound one GPU to this process (srun --gpu-bind, say)
+    else:
         raise SetupError(
             f"LOCAL_RANK={topology.local_rank}, but only {count} CUDA devices are visible"
         )
-    torch.cuda.set_device(topology.local_rank)
-    return torch.device("cuda", topology.local_rank)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def configure_torch(opts: Options, device: torch.device) -> None:
