@@ -17,7 +17,6 @@ from collections.abc import Sequence
 if __package__ in (None, ""):
     # Run as a script: make the package importable from the folder that holds it.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    __package__ = "pytorch_benchmarks"  # noqa: A001
 
 from pytorch_benchmarks.cli import FlagError, build_parser, parse_options  # noqa: E402
 from pytorch_benchmarks.protocol import emit, emit_failure, now_iso  # noqa: E402
@@ -37,8 +36,41 @@ def _failure_message(exc: BaseException) -> str:
     import torch
 
     if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
-        return f"out of memory: {text}"
-    return f"{type(exc).__name__}: {text}"
+        reason = f"out of memory: {text}"
+    else:
+        reason = f"{type(exc).__name__}: {text}"
+    if _world_size() > 1:
+        reason = f"rank {os.environ.get('RANK', '?')}: {reason}"
+    return reason
+
+
+# What a collective raises when another rank has died (gloo, NCCL, the TCP store).
+_PEER_FAILURE_SIGNS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "remote worker",
+    "communicator was aborted",
+    "broken pipe",
+)
+
+
+def _caused_by_another_rank(exc: BaseException) -> bool:
+    """SIGTERM from torchrun, or a collective that lost a peer: the symptom, not the cause."""
+    if isinstance(exc, Terminated):
+        return True
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistNetworkError", ())):
+        return True
+    text = str(exc).lower()
+    return any(sign in text for sign in _PEER_FAILURE_SIGNS)
+
+
+def _world_size() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,11 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (Exception, Terminated, KeyboardInterrupt) as exc:
         traceback.print_exc(file=sys.stderr)
-        emit_failure(_failure_message(exc))
+        if _world_size() > 1 and _caused_by_another_rank(exc):
+            # The rank that failed first has printed the reason; a log parser keeps the last
+            # message it sees, so the ranks that merely lost their peers add none.
+            emit("results.status", "failure")
+            emit("results.end_time", now_iso())
+        else:
+            emit_failure(_failure_message(exc))
         if isinstance(exc, torch.OutOfMemoryError):
             return 3
         return 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

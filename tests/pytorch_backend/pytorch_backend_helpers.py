@@ -122,3 +122,26 @@ def make_image_folder(root: Path, classes: int = 3, per_class: int = 4, size: in
             colour = (40 * label + 10 * index, 255 - 30 * label, 7 * index)
             Image.new("RGB", (size + index, size), colour).save(folder / f"img_{index}.png")
     return root
+
+
+RANK_FAILURE_MODEL = """
+import os
+import torch.nn as nn
+from pytorch_benchmarks.models import register_model
+
+
+class BreaksOnRankOne(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 2)
+
+    def forward(self, x):
+        if os.environ.get("RANK") == "1":
+            raise RuntimeError("rank 1 broke on purpose")
+        return self.linear(x)
+
+
+@register_model("breaks_on_rank_one", title="Breaks", input_shape=(8,), num_classes=2)
+def breaks_on_rank_one():
+    return BreaksOnRankOne()
+"""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pytorch_backend_helpers import RANK_FAILURE_MODEL
 
 pytestmark = pytest.mark.pytorch
 
@@ -65,3 +66,28 @@ def test_two_process_training_on_sharded_real_data(backend, extra_models, image_
     assert run.values["results.status"] == "ok"
     assert run.counts["results.time_data_wait"] == 1
     assert len(run.values["results.time_data"]) == 4
+
+
+def test_a_failing_rank_fails_the_job_with_its_reason(backend, tmp_path):
+    models = tmp_path / "rank_models.py"
+    models.write_text(RANK_FAILURE_MODEL)
+    run = backend(
+        "--model",
+        "breaks_on_rank_one",
+        "--extra_models",
+        str(models),
+        "--device",
+        "cpu",
+        "--batch_size",
+        "2",
+        "--num_batches",
+        "3",
+        "--num_warmup_batches",
+        "1",
+        launcher=TORCHRUN,
+        timeout=240,
+    )
+    assert run.returncode != 0
+    assert run.values["results.status"] == "failure"
+    assert run.values["results.status_msg"] == "rank 1: RuntimeError: rank 1 broke on purpose"
+    assert "results.throughput" not in run.values
