@@ -64,9 +64,15 @@ def make_datum(path: Path, label: int, raw: bool, resize: int) -> Datum:
 
 
 def build(
-    image_folder: Path, output: Path, raw: bool, resize: int, shuffle: bool, seed: int
+    image_folder: Path,
+    output: Path,
+    raw: bool,
+    resize: int,
+    shuffle: bool,
+    seed: int,
+    map_size_gib: float = 1024.0,
 ) -> int:
-    """Write the database; return the number of records."""
+    """Write the database record by record (committing every 1000); return the count."""
     import lmdb
 
     samples = list_images(image_folder)
@@ -75,17 +81,30 @@ def build(
     if output.exists() and any(output.iterdir()):
         raise FileExistsError(f"--output {output}: exists and is not empty")
     output.mkdir(parents=True, exist_ok=True)
-    records = []
-    for index, (path, label) in enumerate(samples):
-        key = f"{index:08d}_{path.relative_to(image_folder).as_posix()}".encode()
-        records.append((key, encode_datum(make_datum(path, label, raw, resize))))
-    size = sum(len(k) + len(v) for k, v in records)
-    # LMDB needs its maximum size up front; leave generous room for pages and metadata.
-    with lmdb.open(str(output), map_size=max(1 << 24, size * 2 + (1 << 20))) as env:
-        with env.begin(write=True) as txn:
-            for key, value in records:
-                txn.put(key, value)
-    return len(records)
+    # LMDB reserves its maximum size up front as address space; the file grows as written.
+    with lmdb.open(str(output), map_size=int(map_size_gib * 2**30)) as env:
+        txn = env.begin(write=True)
+        try:
+            for index, (path, label) in enumerate(samples):
+                key = f"{index:08d}_{path.relative_to(image_folder).as_posix()}".encode()
+                txn.put(key, encode_datum(make_datum(path, label, raw, resize)))
+                if index % 1000 == 999:
+                    txn.commit()
+                    txn = env.begin(write=True)
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+    return len(samples)
+
+
+def lmdb_error() -> type[Exception]:
+    """The base exception of lmdb (a full map, a bad path); OSError when lmdb is missing."""
+    try:
+        import lmdb
+    except ImportError:
+        return OSError
+    return lmdb.Error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,10 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--resize", type=int, default=0, help="--raw: shorter side in pixels")
     p.add_argument("--shuffle", action="store_true", help="shuffle the record order")
     p.add_argument("--seed", type=int, default=0, help="seed for --shuffle")
+    p.add_argument(
+        "--map_size_gib", type=float, default=1024.0, help="LMDB's maximum size (address space)"
+    )
     a = p.parse_args(argv)
     try:
-        count = build(a.image_folder, a.output, a.raw, a.resize, a.shuffle, a.seed)
-    except (OSError, ValueError) as exc:
+        count = build(
+            a.image_folder, a.output, a.raw, a.resize, a.shuffle, a.seed, a.map_size_gib
+        )
+    except (OSError, ValueError, lmdb_error()) as exc:
         print(f"build_caffe_lmdb: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {count} records to {a.output}")
