@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from dlbs.config.loader import load_spec
 from dlbs.errors import DlbsError
@@ -30,9 +31,19 @@ def _frameworks() -> dict[str, str]:
     return folders
 
 
-def _models(framework: str, folder: str) -> list[dict[str, object]]:
-    """Ask the backend itself: its registry is the one source of truth for model ids."""
-    command = [sys.executable, f"{folder}/benchmarks.py", "--list_models"]
+_LIST_MODELS = """
+import importlib, json, sys, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, sys.argv[1])
+registry = importlib.import_module(sys.argv[2] + ".models.registry")
+print(json.dumps(registry.model_ids()))
+"""
+
+
+def _models(framework: str, folder: str) -> list[str]:
+    """Ask the backend's own registry: it is the one source of truth for model ids."""
+    path = Path(folder)
+    command = [sys.executable, "-c", _LIST_MODELS, str(path.parent), path.name]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
@@ -62,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
             if name == "dummy":
                 continue
             for model in _models(name, folder):
-                print(f"{name:8} {model['id']:22} {model.get('title', '')}")
+                print(f"{name:8} {model}")
     return 0

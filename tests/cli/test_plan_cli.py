@@ -176,6 +176,28 @@ def test_list_frameworks(dlbs_cli):
         "pytorch", "mxnet", "dummy"]
 
 
+@pytest.mark.pytorch
+@pytest.mark.mxnet
+def test_list_models_asks_the_backends(dlbs_cli):
+    result = dlbs_cli("list", "models")
+    assert result.returncode == 0, result.stderr
+    pairs = {tuple(line.split()) for line in result.stdout.splitlines()}
+    for model in ("resnet50", "vgg16", "googlenet", "inception3", "deep_mnist"):
+        assert ("pytorch", model) in pairs and ("mxnet", model) in pairs
+    assert ("mxnet", "deep_speech2") in pairs and ("pytorch", "deep_speech2") not in pairs
+    only = dlbs_cli("list", "models", "--framework", "mxnet")
+    assert {line.split()[0] for line in only.stdout.splitlines()} == {"mxnet"}
+    assert_one_error_line(dlbs_cli("list", "models", "--framework", "caffe"),
+                          "unknown framework 'caffe'")
+
+
+def test_list_targets(dlbs_cli):
+    result = dlbs_cli("list", "targets")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()] == [
+        "docker", "local", "slurm"]
+
+
 def test_in_process_entry_point(spec, capsys):
     assert main(["plan", "-c", str(spec), "--format", "jsonl", "--keys", "exp.model"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == '{"exp.model":"resnet18"}'
