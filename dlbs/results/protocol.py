@@ -61,6 +61,11 @@ class ParsedLog:
     path: str | None = None
 
 
+def _has_fraction_or_exponent(raw: bytes | str) -> bool:
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    return any(mark in text for mark in ".eE")
+
+
 def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
     """JSON value of `raw`; (False, None) when it is not JSON.
 
@@ -68,9 +73,13 @@ def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
     backend writes NaN and Infinity, which orjson (strict JSON) refuses.
     """
     try:
-        return True, orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
+    else:
+        # orjson reads an integer beyond 64 bits as a float; Python's json keeps it exact.
+        if not isinstance(value, float) or _has_fraction_or_exponent(raw):
+            return True, value
     try:
         return True, json.loads(raw)
     except (ValueError, UnicodeDecodeError):

@@ -183,8 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="servers started here (default: all)")
     p.add_argument("--scheduler", choices=("auto", "yes", "no"), default="auto",
                    help="start the scheduler here; auto: unless SLURM_NODEID is not 0")
-    p.add_argument("--host", default="127.0.0.1", help="the scheduler's address")
-    p.add_argument("--port", type=int, default=0, help="the scheduler's port (0: a free one)")
+    # Under SLURM the job script exports the first node's address as MASTER_ADDR/MASTER_PORT,
+    # so one launcher per node finds the scheduler without a shell expanding anything.
+    p.add_argument("--host", default=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                   help="the scheduler's address (default: $MASTER_ADDR, else 127.0.0.1)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("MASTER_PORT", "0") or 0),
+                   help="the scheduler's port (default: $MASTER_PORT, else 0: a free one)")
     p.add_argument("--node_host", default=None,
                    help="this node's address for the others (default: --host when every "
                    "role runs here, else MXNet's guess)")
@@ -240,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         supervise(roles, args.timeout)
         return 0
     except LaunchFailed as failure:
+        # Stop the others first: a worker killed now prints its own failure line, and the
+        # job's reason must be the last one a log parser sees.
+        _kill_all(roles)
         _print_failure(str(failure))
         return failure.exit_status
     except OSError as error:  # the command could not be started
+        _kill_all(roles)
         _print_failure(f"cannot start {command[0]!r}: {error}")
         return 127
     finally:

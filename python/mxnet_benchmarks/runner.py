@@ -90,7 +90,7 @@ def _device_memory_mib(contexts: list[mx.Context]) -> float:
     free memory sampled after each batch (other processes on the card would count too).
     """
     if contexts[0].device_type == "cpu":
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        return _peak_rss_mib()
     used = []
     for ctx in contexts:
         free, total = mx.context.gpu_memory_info(ctx.device_id)
@@ -179,3 +179,19 @@ def run(opts: Options) -> tuple[Report, int]:
         real_data=bool(opts.data_dir),
     )
     return report, rank
+
+
+def _peak_rss_mib() -> float:
+    """Peak RSS of this process, MiB: VmHWM, not ru_maxrss.
+
+    Linux carries ru_maxrss across exec (the parent's peak becomes the child's), so a
+    backend started by a big process (torchrun, pytest) would report its parent's memory.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
