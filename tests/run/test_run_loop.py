@@ -217,3 +217,12 @@ def test_resource_monitor_series_are_recorded(run_dlbs, tmp_path):
     assert len(cpu) >= 5 and max(cpu) > 50  # a busy loop uses most of a core
     assert len(results["results.use.rss"]) == len(results["results.use.time"])
     assert "results.use.gpu_util" not in results  # no GPU here: the series is absent
+
+
+def test_progress_bar_counts_done_failed_and_skipped(run_dlbs):
+    result = run_dlbs("run", *DUMMY, "-V", "exp.replica_batch=[1, 2, 3]", "--progress", "bar",
+                      "-E", '{"condition": {"exp.replica_batch": 2}, '
+                            '"parameters": {"dummy.fail": "exit"}}')
+    assert result.returncode == 1
+    assert "3/3 ok 2 failed 1 skipped 0" in result.stderr
+    assert "dlbs: 1 failure, 2 ok" in result.stderr
