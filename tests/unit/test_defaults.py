@@ -169,3 +169,11 @@ def test_a_dlbs_style_spec_plans_as_a_dlbs_user_expects():
     assert first["monitor.frequency"] == 0.5 and first["my.batch_per_gpu"] == 64
     assert "--batch_size 8" in first["pytorch.args"]
     assert "--cudnn_benchmark true" in first["pytorch.args"]
+
+
+def test_mxnet_parameter_server_workers_are_replicas_on_the_cpu():
+    experiments = plan(REPO / "examples" / "mxnet.yaml")
+    by_store = {(e["mxnet.kv_store"], e["exp.phase"]): e for e in experiments}
+    assert by_store[("local", "training")]["exp.effective_batch"] == 4
+    assert by_store[("dist_sync", "training")]["exp.num_replicas"] == 2
+    assert by_store[("dist_sync", "training")]["exp.effective_batch"] == 8
