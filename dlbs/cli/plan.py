@@ -23,9 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_keys(planner: Planner) -> list[str]:
-    """The columns that tell a plan's experiments apart: the id, then what the sweep varies."""
+    """The columns that tell a plan's experiments apart: the id, then the axes' keys."""
     keys = [ID] if ID in planner.params else []
-    keys += [name for name in planner.varying if name != ID and not name.startswith("__")]
+    keys += planner.axis_keys()
     return keys
 
 

@@ -49,35 +49,12 @@ class Planner:
         self.duplicates = 0
         self.count = 0
 
-        # One Override object per axis item and key, shared by every experiment using it.
-        self._axis_overrides: list[list[dict[str, Override]]] = []
-        varying: list[str] = []
+        # Every raw value each name may take, and the names a sweep can change.
         alternatives: dict[str, list[Any]] = {
             name: [definition.value] for name, definition in self.params.items()}
-        for axis_index, axis in enumerate(self.axes):
-            items = []
-            for item_index, item in enumerate(axis.items):
-                values = item if axis.zipped else {axis.name: item}
-                items.append({key: Override(raw, (axis_index, item_index), axis.source,
-                                            f"{key}={render(raw)}")
-                              for key, raw in values.items()})
-                for key, raw in values.items():
-                    alternatives.setdefault(key, []).append(raw)
-                    varying.append(key)
-            self._axis_overrides.append(items)
-        self._extension_overrides: list[list[dict[str, Override]]] = []
-        for ext_index, ext in enumerate(self.extensions):
-            cases = ext.cases or [{}]
-            per_case = []
-            for case_index, case in enumerate(cases):
-                values = {**ext.parameters, **case}
-                per_case.append({key: Override(raw, ("ext", ext_index, case_index, key),
-                                               ext.source)
-                                 for key, raw in values.items()})
-                for key, raw in values.items():
-                    alternatives.setdefault(key, []).append(raw)
-                    varying.append(key)
-            self._extension_overrides.append(per_case)
+        varying: list[str] = []
+        self._axis_overrides = self._axis_items(alternatives, varying)
+        self._extension_overrides = self._extension_cases(alternatives, varying)
         # Regex groups of conditions are inputs too: every name under __condition@N.
         for raws in list(alternatives.values()):
             for name in _group_names(raws):
@@ -103,6 +80,40 @@ class Planner:
         self._seen: set[str] = set()
 
     # -- setup -------------------------------------------------------------------------------
+    def _axis_items(self, alternatives: dict[str, list[Any]],
+                    varying: list[str]) -> list[list[dict[str, Override]]]:
+        """Per axis, per item: its overrides, made once and shared by every experiment."""
+        per_axis = []
+        for axis_index, axis in enumerate(self.axes):
+            items = []
+            for item_index, item in enumerate(axis.items):
+                values = item if axis.zipped else {axis.name: item}
+                items.append({key: Override(raw, (axis_index, item_index), axis.source,
+                                            f"{key}={render(raw)}")
+                              for key, raw in values.items()})
+                for key, raw in values.items():
+                    alternatives.setdefault(key, []).append(raw)
+                    varying.append(key)
+            per_axis.append(items)
+        return per_axis
+
+    def _extension_cases(self, alternatives: dict[str, list[Any]],
+                         varying: list[str]) -> list[list[dict[str, Override]]]:
+        """Per extension, per case (one when it has none): the overrides it applies."""
+        per_extension = []
+        for ext_index, ext in enumerate(self.extensions):
+            per_case = []
+            for case_index, case in enumerate(ext.cases or [{}]):
+                values = {**ext.parameters, **case}
+                per_case.append({key: Override(raw, ("ext", ext_index, case_index, key),
+                                               ext.source)
+                                 for key, raw in values.items()})
+                for key, raw in values.items():
+                    alternatives.setdefault(key, []).append(raw)
+                    varying.append(key)
+            per_extension.append(per_case)
+        return per_extension
+
     @staticmethod
     def _ordered_axes(spec: Spec) -> list[Any]:
         axes = list(spec.axes.values())
@@ -136,6 +147,11 @@ class Planner:
             return raw
         return Extension(ext.condition, rename(ext.parameters),
                          [rename(case) for case in ext.cases], ext.source)
+
+    def axis_keys(self) -> list[str]:
+        """The parameters the sweep's axes set, in axis order."""
+        keys = (key for items in self._axis_overrides for item in items for key in item)
+        return list(dict.fromkeys(keys))
 
     # -- the plan ----------------------------------------------------------------------------
     def experiments(self) -> Iterator[dict[str, Any]]:
