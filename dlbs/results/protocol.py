@@ -61,9 +61,10 @@ class ParsedLog:
     path: str | None = None
 
 
-def _has_fraction_or_exponent(raw: bytes | str) -> bool:
-    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
-    return any(mark in text for mark in ".eE")
+# 19 or more digits in a row: possibly an integer beyond 64 bits, which orjson reads as a
+# float. Python's float repr never has that many digits in a row, so this is rare.
+_LONG_DIGITS_STR = re.compile(r"\d{19,}")
+_LONG_DIGITS_BYTES = re.compile(rb"\d{19,}")
 
 
 def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
@@ -72,14 +73,12 @@ def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
     orjson is the fast path; Python's json is the fallback because `json.dumps` in a
     backend writes NaN and Infinity, which orjson (strict JSON) refuses.
     """
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
-    else:
-        # orjson reads an integer beyond 64 bits as a float; Python's json keeps it exact.
-        if not isinstance(value, float) or _has_fraction_or_exponent(raw):
-            return True, value
+    long_digits = _LONG_DIGITS_BYTES if isinstance(raw, bytes) else _LONG_DIGITS_STR
+    if long_digits.search(raw) is None:
+        try:
+            return True, orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return True, json.loads(raw)
     except (ValueError, UnicodeDecodeError):
