@@ -54,6 +54,9 @@ class Cell:
     throughput: float = 0.0
     speedup: float | None = None
     efficiency: float | None = None
+    # Batch-time standard deviation in percent of the mean (the largest of the cell's
+    # experiments); None when the results carry no results.time_std.
+    spread_pct: float | None = None
 
     def record(self, kind: str) -> dict[str, Any]:
         """The cell as a flat record (CSV row, JSON object), numbers rounded to 2 decimals."""
@@ -65,6 +68,7 @@ class Cell:
         if kind != "regular":
             record["speedup"] = _round(self.speedup)
             record["efficiency"] = _round(self.efficiency)
+        record["time_std_pct"] = _round(self.spread_pct)
         record["samples"] = self.samples
         return record
 
@@ -128,6 +132,13 @@ class Report:
             )
         if any(cell.samples > 1 for cell in self.cells):
             notes.append("(n=K): the cell averages the batch times of K experiments.")
+        spreads = [cell for cell in self.cells if cell.spread_pct is not None]
+        if spreads:
+            worst = max(spreads, key=lambda cell: cell.spread_pct or 0.0)
+            notes.append(
+                f"Batch-time spread (std / mean): at most {worst.spread_pct:.1f}% "
+                f"({worst.key['model']}, {worst.scale} {self.scale_label}); differences "
+                "smaller than the spread are not significant.")
         if not self.cells:
             notes.append("No ok experiments to report.")
         return notes
@@ -141,7 +152,7 @@ def build_report(records: Iterable[Record], kind: str) -> Report:
         )
     latest, superseded = latest_per_id(records)
     report = Report(kind=kind, superseded=superseded)
-    groups: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+    groups: dict[tuple[Any, ...], list[tuple[float, float, float | None]]] = {}
     keys: dict[tuple[Any, ...], tuple[dict[str, Any], int]] = {}
     devices = set()
     for record in latest:
@@ -158,15 +169,19 @@ def build_report(records: Iterable[Record], kind: str) -> Report:
         report.counted += 1
         devices.add(key["device"])
         group = (*(key[name] for name in ROW_KEYS[kind]), scale)
-        groups.setdefault(group, []).append((time_ms, effective_batch))
+        std = experiment.get("results.time_std")
+        spread = 100.0 * std / time_ms if _positive_number(std) or std == 0 else None
+        groups.setdefault(group, []).append((time_ms, effective_batch, spread))
         keys[group] = ({name: key[name] for name in ROW_KEYS[kind]}, scale)
     for group, samples in groups.items():
         key, scale = keys[group]
-        time_ms = fmean(time for time, _ in samples)
-        effective_batch = fmean(batch for _, batch in samples)
+        time_ms = fmean(time for time, _, _ in samples)
+        effective_batch = fmean(batch for _, batch, _ in samples)
+        spreads = [spread for _, _, spread in samples if spread is not None]
         report.cells.append(Cell(
             key=key, scale=scale, time_ms=time_ms, effective_batch=effective_batch,
             samples=len(samples), throughput=effective_batch * 1000.0 / time_ms,
+            spread_pct=max(spreads) if spreads else None,
         ))
     if kind != "regular":
         _add_scaling(report)

@@ -239,3 +239,18 @@ def test_unknown_type_and_format() -> None:
         build_report([], "linear")
     with pytest.raises(ResultsError, match="unknown report format 'html'"):
         render(build_report([], "weak"), "html")
+
+
+def test_spread_is_reported_and_bounds_what_is_significant() -> None:
+    items = records(
+        experiment("resnet50", 1, 32, 100.0, **{"results.time_std": 2.0}),
+        experiment("resnet50", 2, 32, 104.0, **{"results.time_std": 7.28}),
+        experiment("resnet50", 4, 32, 110.0),
+    )
+    report = build_report(items, "weak")
+    by_gpus = {row["gpus"]: row for row in report.records()}
+    assert by_gpus[1]["time_std_pct"] == 2.0
+    assert by_gpus[2]["time_std_pct"] == 7.0
+    assert by_gpus[4]["time_std_pct"] is None
+    assert ("Batch-time spread (std / mean): at most 7.0% (resnet50, 2 GPUs); differences "
+            "smaller than the spread are not significant.") in report.footnotes()
