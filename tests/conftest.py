@@ -24,3 +24,11 @@ def dlbs_cli():
                               env=full_env, capture_output=True, text=True, timeout=timeout)
 
     return run
+
+
+# Property tests are judged on what they find, not on how fast a loaded 2-core CI machine
+# runs them: no per-example deadline.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("dlbs", deadline=None)
+settings.load_profile("dlbs")

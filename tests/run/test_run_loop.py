@@ -133,7 +133,7 @@ def test_paths_with_spaces(run_dlbs, tmp_path):
 
 def test_second_run_on_the_same_logs_refuses(run_dlbs, tmp_path):
     slow = subprocess.Popen([sys.executable, "-m", "dlbs.cli.main", "run", *DUMMY,
-                             "-P", "dummy.sleep=0.5"], cwd=tmp_path,
+                             "-P", "dummy.sleep=1.5"], cwd=tmp_path,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -160,13 +160,25 @@ def _wait_for_logs(tmp_path: Path, count: int) -> None:
         time.sleep(0.05)
 
 
+def _started_after_one_ended(db: Path) -> bool:
+    try:
+        rows = attempts(db)
+    except Exception:  # noqa: BLE001 - not created yet, or mid-creation
+        return False
+    return len(rows) == 2 and rows[0][2] == "ok" and rows[1][2] is None
+
+
 def test_kill_9_of_dlbs_then_resume(run_dlbs, tmp_path):
     spec = [*DUMMY, "-P", "dummy.sleep=0.3", "-V", "exp.replica_batch=[1, 2, 3, 4]"]
     sweep = _run_in_background(tmp_path, *spec)
-    _wait_for_logs(tmp_path, 2)  # the first ended, the second is running
+    db = tmp_path / "logs" / "results.db"
+    deadline = time.monotonic() + 60
+    # Kill once the first attempt ended and the second is recorded as started.
+    while not _started_after_one_ended(db):
+        assert time.monotonic() < deadline, "the sweep did not reach its second experiment"
+        time.sleep(0.05)
     os.killpg(sweep.pid, signal.SIGKILL)
     sweep.communicate()
-    db = tmp_path / "logs" / "results.db"
     before = attempts(db)
     assert before[0][2] == "ok" and before[-1][2] is None  # cut off mid-attempt
     result = run_dlbs("run", *spec)
@@ -185,8 +197,12 @@ def test_kill_9_of_dlbs_then_resume(run_dlbs, tmp_path):
 def test_ctrl_c_stops_cleanly(tmp_path):
     sweep = _run_in_background(tmp_path, *DUMMY, "-P", "dummy.sleep=1",
                                "-V", "exp.replica_batch=[1, 2]")
-    _wait_for_logs(tmp_path, 1)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    # Interrupt once the backend itself runs (its first lines are in the log).
+    while not any("dummy backend" in log.read_text(errors="replace")
+                  for log in (tmp_path / "logs").glob("*.log")):
+        assert time.monotonic() < deadline, "the backend did not start"
+        time.sleep(0.05)
     os.killpg(sweep.pid, signal.SIGINT)
     _, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 130, err
