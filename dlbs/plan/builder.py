@@ -20,7 +20,7 @@ from dlbs.config.spec import Extension, ParamDef, Spec
 from dlbs.config.template import escape
 from dlbs.config.values import render
 from dlbs.errors import ConfigError
-from dlbs.plan.graph import sweep_dependencies
+from dlbs.plan.graph import references, sweep_dependencies
 from dlbs.plan.resolver import Override, ResolutionContext, Resolver
 
 ID = "exp.id"
@@ -91,9 +91,7 @@ class Planner:
                 items.append({key: Override(raw, (axis_index, item_index), axis.source,
                                             f"{key}={render(raw)}")
                               for key, raw in values.items()})
-                for key, raw in values.items():
-                    alternatives.setdefault(key, []).append(raw)
-                    varying.append(key)
+                _note_inputs(values, alternatives, varying)
             per_axis.append(items)
         return per_axis
 
@@ -108,9 +106,7 @@ class Planner:
                 per_case.append({key: Override(raw, ("ext", ext_index, case_index, key),
                                                ext.source)
                                  for key, raw in values.items()})
-                for key, raw in values.items():
-                    alternatives.setdefault(key, []).append(raw)
-                    varying.append(key)
+                _note_inputs(values, alternatives, varying)
             per_extension.append(per_case)
         return per_extension
 
@@ -307,8 +303,15 @@ def _same(value: Any, other: Any) -> bool:
     return type(value) is type(other) and value == other
 
 
+def _note_inputs(values: Mapping[str, Any], alternatives: dict[str, list[Any]],
+                 varying: list[str]) -> None:
+    """Record that a sweep may give each of `values`' names its raw value."""
+    for key, raw in values.items():
+        alternatives.setdefault(key, []).append(raw)
+        varying.append(key)
+
+
 def _group_names(raws: list[Any]) -> Iterator[str]:
-    from dlbs.plan.graph import references
     for raw in raws:
         names, _ = references(raw)
         for name in names:

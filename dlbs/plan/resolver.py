@@ -190,15 +190,14 @@ class Resolver:
 
     def _from_environment(self, name: str) -> Any:
         env_value = self.ctx.env.get(name)
+        referrer = self._stack[-2] if len(self._stack) > 1 else name
         if env_value is None:
-            referrer = self._stack[-2] if len(self._stack) > 1 else name
             candidates = [n for n in self.ctx.params if self.ctx.visible(n, self.framework)]
             candidates += list(self.overrides)
             raise self._error(referrer, f"undefined name {name!r} (neither a parameter nor "
                                         f"an environment variable)",
                               suggest(name, candidates))
         self._host = True
-        referrer = self._stack[-2] if len(self._stack) > 1 else name
         self.ctx.env_used.setdefault(referrer, set()).add(name)
         return env_value
 

@@ -98,7 +98,9 @@ class Sweep:
                 stack.enter_context(RunLock(log_dir))
             stack.callback(self._close)
             self._resume()
-            decisions = [(e, policy.decide(e, self._store(e).latest_status(e["exp.id"]),
+            # One query per database, not one per experiment: sweeps can be long.
+            latest = {path: store.latest_statuses() for path, store in self._all_stores()}
+            decisions = [(e, policy.decide(e, latest[self._store_path(e)].get(e["exp.id"]),
                                            self._oom_limit(e))) for e in self.experiments]
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
@@ -223,7 +225,7 @@ class Sweep:
     def _resume(self) -> None:
         """Settle what an earlier run left open: re-attach jobs, close cut-off attempts."""
         by_id = {e["exp.id"]: e for e in self.experiments}
-        for store in {id(s): s for s in map(self._store, self.experiments)}.values():
+        for _, store in self._all_stores():
             for attempt in store.pending_jobs():
                 experiment = by_id.get(attempt.exp_id, attempt.params)
                 target = self._target("slurm")
@@ -262,9 +264,19 @@ class Sweep:
             self._targets[name] = get_target(name)
         return self._targets[name]
 
-    def _store(self, experiment: Mapping[str, Any]) -> ResultsStore:
-        path = str(experiment.get("runtime.results_db") or
+    @staticmethod
+    def _store_path(experiment: Mapping[str, Any]) -> str:
+        return str(experiment.get("runtime.results_db") or
                    os.path.join(_log_dir(experiment), "results.db"))
+
+    def _all_stores(self) -> list[tuple[str, ResultsStore]]:
+        """Every results database of the plan, opened (created) once each."""
+        for experiment in self.experiments:
+            self._store(experiment)
+        return list(self._stores.items())
+
+    def _store(self, experiment: Mapping[str, Any]) -> ResultsStore:
+        path = self._store_path(experiment)
         if path not in self._stores:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             self._stores[path] = ResultsStore(path)
