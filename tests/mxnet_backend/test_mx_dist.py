@@ -35,7 +35,10 @@ GRADIENT_SUM_WORKER = textwrap.dedent("""
     y.backward()
     trainer.step(1)
     weight = float(net.weight.data().asnumpy().ravel()[0])
-    print("rank=%d workers=%d weight=%s" % (kv.rank, kv.num_workers, weight), flush=True)
+    # One write(2) of the whole line: both workers share the pipe, and print() writes the
+    # text and its newline separately when stdout is unbuffered, so lines could interleave.
+    import os
+    os.write(1, ("rank=%d workers=%d weight=%s\\n" % (kv.rank, kv.num_workers, weight)).encode())
 """)
 
 
