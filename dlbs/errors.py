@@ -33,9 +33,9 @@ class LaunchError(DlbsError):
     """An experiment (or the sweep) could not be started: missing image, daemon, binary."""
 
 
-class BackendError(DlbsError):
-    """A benchmark backend failed in a way the engine must report."""
-
-
 class ResultsError(DlbsError):
     """Logs or a results database that cannot be read or written."""
+
+
+class OutputError(DlbsError):
+    """A file dlbs was asked to write (`-o FILE`, a job script) cannot be written."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchers import Experiment, Recipe, register_recipe
+from dlbs.recipes.recipe import Experiment, Recipe, register_recipe
 
 
 @register_recipe("pytorch")

@@ -38,8 +38,9 @@ def _select(experiment: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the inputs and write the experiments."""
-    from dlbs.results.output import atomic_write, experiments_to_csv, to_json
+    from dlbs.results.output import experiments_to_csv, to_json
     from dlbs.results.sources import experiments_document, load_experiments
+    from dlbs.util.atomic import atomic_write
 
     output = args.output
     fmt = "csv" if output and output.lower().endswith(".csv") else "json"

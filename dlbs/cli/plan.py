@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
 from dlbs.errors import DlbsError
 from dlbs.plan.builder import ID, Planner
+from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
 from dlbs.util.atomic import atomic_writer
+
+# A document (json, csv, table) is held here until the whole plan has resolved, so that a
+# failure leaves stdout empty; beyond this size it waits in a temporary file, not in memory.
+SPOOL_IN_MEMORY = 64 * 2**20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec_arguments(parser)
     parser.add_argument("--format", choices=FORMATS, default="json",
-                        help="json: one list; jsonl: one experiment a line; table; csv")
+                        help="json: one list; jsonl: one experiment a line, streamed as it "
+                             "resolves; table; csv")
     parser.add_argument("--keys", metavar="K1,K2,...",
                         help="only these parameters (default: all; table and csv: the swept ones)")
     parser.add_argument("-o", "--output", metavar="FILE",
@@ -30,7 +38,10 @@ def default_keys(planner: Planner) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    planner = Planner(spec_from_args(args))
+    spec = spec_from_args(args)
+    for warning in unused_parameters(spec):
+        print(f"dlbs: warning: {warning}", file=sys.stderr)
+    planner = Planner(spec)
     keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
     if keys is None and args.format in ("table", "csv"):
         keys = default_keys(planner)
@@ -40,6 +51,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"dlbs: wrote {count} experiments to {args.output}", file=sys.stderr)
         return 0
     out = sys.stdout.buffer
+    if args.format != "jsonl":
+        # All or nothing: the document reaches stdout only once every experiment resolved.
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
+            write_plan(planner.experiments(), spool, args.format, keys)
+            spool.seek(0)
+            shutil.copyfileobj(spool, out)
+        out.flush()
+        return 0
     try:
         write_plan(planner.experiments(), out, args.format, keys)
     except DlbsError as error:

@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
     from dlbs.report import build_report, render
-    from dlbs.results.output import atomic_write
     from dlbs.results.sources import load_experiments
+    from dlbs.util.atomic import atomic_write
 
     loaded = load_experiments(args.inputs)
     report = build_report(loaded.records, args.report_type)

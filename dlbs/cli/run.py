@@ -18,7 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plan", metavar="FILE",
                         help="run a plan written by `dlbs plan -o FILE` (json or jsonl)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the exact request of each experiment; run nothing")
+                        help="show what would run (a table and a summary); run nothing")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="--dry-run output: a table for people (default), or one JSON "
+                             "object per experiment with its exact request")
     parser.add_argument("--progress", choices=("auto", "bar", "lines"), default="auto",
                         help="a progress bar (auto: when stderr is a terminal) or a line each")
 
@@ -60,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
                               hint="`dlbs validate` lists every problem")
     sweep = Sweep(experiments, _reporter(args.progress))
     if args.dry_run:
-        for request in sweep.describe():
-            sys.stdout.buffer.write(orjson.dumps(request) + b"\n")
+        _print_preview(sweep.preview(), args.format)
         return 0
     try:
         summary = sweep.run()
@@ -69,6 +71,42 @@ def run(args: argparse.Namespace) -> int:
         sweep.reporter.close()
     _print_summary(summary)
     return summary.exit_status
+
+
+def _print_preview(previews: list[Any], output_format: str) -> None:
+    """`--dry-run`: the exact requests as JSON lines, or a table and a summary line."""
+    if output_format == "json":
+        for preview in previews:
+            experiment = preview.experiment
+            record = {"exp.id": experiment.get("exp.id"),
+                      "exp.log_file": experiment.get("exp.log_file"),
+                      "action": preview.action, "reason": preview.reason or None,
+                      **(preview.request or {})}
+            sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("id", "action", "target", "framework", "model", "batch", "GPUs",
+                   "log file"):
+        table.add_column(column, overflow="fold")
+    for preview in previews:
+        experiment = preview.experiment
+        target = (preview.request or {}).get("target", "")
+        table.add_row(str(experiment.get("exp.id")), preview.action, target,
+                      str(experiment.get("exp.framework")), str(experiment.get("exp.model")),
+                      str(experiment.get("exp.replica_batch")),
+                      str(experiment.get("exp.gpus") or "cpu"),
+                      str(experiment.get("exp.log_file")))
+    console = Console(width=max(120, Console().width), soft_wrap=False)
+    console.print(table)
+    counts = {action: sum(1 for p in previews if p.action == action)
+              for action in ("run", "simulate", "done", "skip", "disabled")}
+    print(f"dlbs: {len(previews)} experiments: {counts['run']} to run, "
+          f"{counts['done']} already done, {counts['skip']} to skip, "
+          f"{counts['disabled']} disabled, {counts['simulate']} to simulate "
+          f"(--format json shows each exact request)")
 
 
 def _reporter(mode: str) -> Any:

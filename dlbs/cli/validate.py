@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
 from dlbs.errors import PlanError
@@ -18,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     report = check_plan(Planner(spec_from_args(args)))
     print(f"plan: {report.experiments} experiments")
     for warning in report.warnings:
-        print(f"warning: {warning}")
+        print(f"dlbs: warning: {warning}", file=sys.stderr)
     for problem in report.problems:
         print(f"problem: {problem}")
     if report.problems:

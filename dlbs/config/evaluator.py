@@ -2,7 +2,7 @@
 
 Never `eval`: simpleeval walks the AST and refuses imports, dunder attributes, string
 formatting and oversized strings, powers and comprehensions. We add the names that
-LANGUAGE.md section 5 promises and nothing else.
+docs/language.md section 5 promises and nothing else.
 """
 
 from __future__ import annotations

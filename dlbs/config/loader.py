@@ -1,6 +1,6 @@
 """Read spec files (JSON or YAML 1.2), follow includes and merge layers into one Spec.
 
-Layer order (LANGUAGE.md section 1): the default configs in `configs/` (sorted by file
+Layer order (docs/language.md section 1): the default configs in `configs/` (sorted by file
 name), then each file's includes, then the file itself, then `-P/-V/-E` from the CLI.
 """
 

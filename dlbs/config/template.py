@@ -1,7 +1,7 @@
 """Parse spec strings into templates of literals, `${name}`/`$<name>` references and `$(...)$`.
 
 Parsing happens once per distinct string; resolution then walks the parsed parts. The
-grammar (LANGUAGE.md sections 4 and 5):
+grammar (docs/language.md sections 4 and 5):
 
 - `$${`, `$$<`, `$$(` are the literal texts `${`, `$<`, `$(`;
 - `${NAME}` / `$<NAME>` reference a parameter; NAME may itself hold references, resolved
@@ -48,11 +48,6 @@ class Template:
     # Regular expressions that computed names (`${${a}.b}` gives `.*\\.b`) match: all the
     # names such a reference can reach.
     patterns: frozenset[str] = field(default=frozenset())
-
-    @property
-    def dynamic(self) -> bool:
-        """True when some referenced name is computed, known only while resolving."""
-        return bool(self.patterns)
 
     @property
     def single(self) -> Ref | Expr | None:

@@ -1,6 +1,6 @@
 """How resolved values become text, and how text becomes typed values.
 
-Rendering rules are LANGUAGE.md section 4: booleans as `true`/`false`, null as the empty
+Rendering rules are docs/language.md section 4: booleans as `true`/`false`, null as the empty
 string (as `null` inside expressions), numbers as written, lists as their items joined by
 single spaces, objects as compact JSON. Casting rules are section 6.
 """
@@ -14,11 +14,10 @@ from typing import Any
 import orjson
 
 from dlbs.errors import ConfigError
+from dlbs.util.booleans import parse_bool
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 
-_TRUE = frozenset({"true", "yes", "on", "1"})
-_FALSE = frozenset({"false", "no", "off", "0"})
 # Characters that make a string more than one shell word, or change how it is split.
 _NEEDS_QUOTES = re.compile(r"[\s'\"\\]")
 
@@ -45,13 +44,6 @@ def shell_word(text: str) -> str:
     if text and _NEEDS_QUOTES.search(text) is None:
         return text
     return shlex.quote(text)
-
-
-def render_list_item(value: Any) -> str:
-    """Render a value substituted into an argument-list item: strings stay one shell word."""
-    if isinstance(value, str):
-        return shell_word(value) if value else value
-    return render(value)
 
 
 def split_words(text: str) -> list[str]:
@@ -111,12 +103,8 @@ def cast(value: Any, declared: str | None) -> Any:
             return value
         if isinstance(value, int) and value in (0, 1):
             return bool(value)
-        if isinstance(value, str):
-            word = value.strip().lower()
-            if word in _TRUE:
-                return True
-            if word in _FALSE:
-                return False
+        if isinstance(value, str) and parse_bool(value) is not None:
+            return parse_bool(value)
         raise ValueError(f"{value!r} is not a bool (true/false/yes/no/on/off/1/0)")
     if declared == "list":
         if isinstance(value, list):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.plan.builder import FRAMEWORK, Planner
+from dlbs.plan.unused import unused_parameters
 
 # Backends that run one process per replica and so cannot put several GPUs in one replica.
 ONE_GPU_PER_REPLICA = ("pytorch", "mxnet")
@@ -25,8 +27,9 @@ class PlanReport:
 def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = None,
                injected_env: Iterable[str] = ("DLBS_ROOT",)) -> PlanReport:
     """Build (or take) the plan and check it as a whole."""
-    report = PlanReport()
+    report = PlanReport(warnings=unused_parameters(planner.spec))
     log_files: dict[str, int] = {}
+    half_without_tensor_cores: Counter[str] = Counter()
     for index, experiment in enumerate(
             planner.experiments() if experiments is None else experiments, start=1):
         report.experiments += 1
@@ -42,6 +45,19 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
             report.problems.append(
                 f"experiment #{index}: exp.gpus={gpus!r} puts several GPUs in one replica "
                 f"(':'), which {framework} does not support; use ',' between GPUs")
+        if framework == "pytorch" and experiment.get("pytorch.data_loader_only") is True and \
+                not experiment.get("exp.data_dir"):
+            report.problems.append(
+                f"experiment #{index}: pytorch.data_loader_only times the data loader, but "
+                f"exp.data_dir is empty (synthetic data has no loader)")
+        if framework == "pytorch" and experiment.get("exp.use_tensor_core") is False and \
+                experiment.get("exp.device_type") == "gpu" and \
+                experiment.get("exp.dtype") in ("float16", "bfloat16"):
+            half_without_tensor_cores[str(experiment["exp.dtype"])] += 1
+    for dtype, count in sorted(half_without_tensor_cores.items()):
+        report.warnings.append(
+            f"exp.use_tensor_core is false in {count} PyTorch {dtype} experiments: PyTorch "
+            f"can only switch TF32 off (float32 math); {dtype} math still uses tensor cores")
     report.duplicates = planner.duplicates
     if report.experiments == 0:
         axes = [axis.name for axis in planner.axes if not axis.items]

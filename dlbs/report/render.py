@@ -1,8 +1,10 @@
-"""Reports as text (a rich table rendered to plain text), markdown, CSV or JSON.
+"""Reports as text, markdown, CSV or JSON (HTML: html.py).
 
-Text and markdown are for people: key columns that hold a single value are folded into one
-line above the tables, and scaling reports pivot GPU counts into columns. CSV and JSON are
-for programs: one record per cell with every key, whatever the values.
+Text and markdown are for people: identity keys with one value everywhere are listed once
+above the tables, and scaling and pivot reports spread their column axis (GPU counts, the
+pivot's key) over the columns. CSV and JSON are for programs: one record per cell with every
+key, whatever the values. Text is laid out here rather than by rich: a report of 100,000
+experiments must render in well under a second.
 """
 
 from __future__ import annotations
@@ -13,21 +15,27 @@ from collections.abc import Callable
 from typing import Any
 
 from dlbs.errors import ResultsError
-from dlbs.report.tables import ALWAYS_SHOWN, KEY_TITLES, Cell, Report
+from dlbs.report.keys import NUMERIC, title
+from dlbs.report.select import as_text
+from dlbs.report.tables import SCALE, Cell, Report
 from dlbs.results.output import csv_cell, to_json
 
-FORMATS = ("text", "markdown", "csv", "json")
+FORMATS = ("text", "markdown", "csv", "json", "html")
 REPORT_FORMAT = "dlbs-report"
-REPORT_FORMAT_VERSION = 1
+REPORT_FORMAT_VERSION = 2
 
 MISSING = "-"
 
 TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
-          "strong": "Strong scaling (same effective batch)"}
+          "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table"}
 
 
 def render(report: Report, fmt: str) -> str:
     """The report in format `fmt` (one of FORMATS), ending with a newline."""
+    if fmt == "html":
+        from dlbs.report.html import render_html
+
+        return render_html(report)
     renderers: dict[str, Callable[[Report], str]] = {
         "text": render_text, "markdown": render_markdown, "csv": render_csv,
         "json": render_json,
@@ -39,109 +47,112 @@ def render(report: Report, fmt: str) -> str:
 
 # -- shared layout for people --------------------------------------------------------------
 
-class _Grid:
+class Grid:
     """A titled table of strings: headers, rows, and which columns are numbers."""
 
-    def __init__(self, title: str, headers: list[str], numeric: list[bool]) -> None:
-        self.title = title
+    def __init__(self, title_: str, headers: list[str], numeric: list[bool]) -> None:
+        self.title = title_
         self.headers = headers
         self.numeric = numeric
         self.rows: list[list[str]] = []
 
 
-def _number(value: float | None, samples: int = 1) -> str:
+def number(value: Any, samples: int = 1) -> str:
+    """A cell's text: two decimals for numbers, `(n=K)` when it combines K attempts."""
     if value is None:
         return MISSING
-    text = f"{value:.2f}"
+    text = f"{value:.2f}" if isinstance(value, float) else as_text(value)
     return f"{text} (n={samples})" if samples > 1 else text
 
 
-def _layout(report: Report) -> tuple[list[str], list[_Grid]]:
-    """Lines above the tables (the folded constant keys) and the tables themselves."""
+def key_text(value: Any) -> str:
+    """A row key's text."""
+    text = as_text(value)
+    return text if text != "" else MISSING
+
+
+def header_lines(report: Report) -> list[str]:
+    """The report's title and the constant keys."""
+    lines = [TITLES[report.kind]]
+    if report.kind == "pivot" and report.metrics:
+        lines[0] += f": {report.metrics[0].title} by {report.column_title}"
+    if report.constants:
+        lines.append("All rows: " + ", ".join(f"{title(key)} {key_text(value)}"
+                                              for key, value in report.constants) + ".")
+    return lines
+
+
+def layout(report: Report) -> list[Grid]:
+    """The tables of a report: one, or one per metric spread over the column axis."""
     rows = report.rows()
-    shown = [
-        index for index, name in enumerate(report.row_keys)
-        if name in ALWAYS_SHOWN or len({row[index] for row, _ in rows}) > 1
-    ]
-    constants = [
-        f"{KEY_TITLES[name]} {rows[0][0][index] or MISSING}"
-        for index, name in enumerate(report.row_keys) if index not in shown and rows
-    ]
-    header_lines = [TITLES[report.kind]]
-    if constants:
-        header_lines.append("All rows: " + ", ".join(constants) + ".")
-    key_headers = [KEY_TITLES[report.row_keys[index]] for index in shown]
+    key_headers = [title(key) for key in report.row_keys]
+    key_numeric = [key in NUMERIC for key in report.row_keys]
 
-    def key_cells(row: tuple[Any, ...]) -> list[str]:
-        return [str(row[index]) if row[index] != "" else MISSING for index in shown]
+    def key_cells(shown: tuple[Any, ...]) -> list[str]:
+        return [key_text(value) for value in shown]
 
-    key_numeric = [report.row_keys[index] in ("gpus", "replica_batch", "effective_batch")
-                   for index in shown]
-    if report.kind == "regular":
-        grid = _Grid("", key_headers + ["batch time (ms)", "throughput (inst/s)"],
-                     key_numeric + [True, True])
-        for row, cells in rows:
+    if report.column_key is None:
+        grid = Grid("", key_headers + [item.title for item in report.metrics],
+                    key_numeric + [True] * len(report.metrics))
+        for shown, cells in rows:
             for cell in cells.values():
-                grid.rows.append(key_cells(row) + [_number(cell.time_ms, cell.samples),
-                                                   _number(cell.throughput, cell.samples)])
-        return header_lines, [grid]
-
-    scales = report.scales
-    metrics: list[tuple[str, Callable[[Cell], str]]] = [
-        ("Batch time (ms)", lambda cell: _number(cell.time_ms, cell.samples)),
-        ("Throughput (instances/s)", lambda cell: _number(cell.throughput, cell.samples)),
-        ("Speedup", lambda cell: _number(cell.speedup)),
-        ("Efficiency (%)", lambda cell: _number(cell.efficiency)),
-    ]
+                grid.rows.append(key_cells(shown) + [
+                    number(cell.values.get(item.key), _samples(cell, item.key))
+                    for item in report.metrics])
+        return [grid]
+    columns = report.columns
     grids = []
-    for title, value in metrics:
-        grid = _Grid(f"{title}, by number of {report.scale_label}",
-                     key_headers + [str(scale) for scale in scales],
-                     key_numeric + [True] * len(scales))
-        for row, cells in rows:
-            grid.rows.append(key_cells(row) + [
-                value(cells[scale]) if scale in cells else MISSING for scale in scales
-            ])
+    for item in report.metrics:
+        heading = f"{item.title}, by {_axis_title(report)}"
+        grid = Grid(heading, key_headers + [key_text(column) for column in columns],
+                    key_numeric + [True] * len(columns))
+        for shown, cells in rows:
+            grid.rows.append(key_cells(shown) + [
+                number(cells[column].values.get(item.key), _samples(cells[column], item.key))
+                if column in cells else MISSING for column in columns])
         grids.append(grid)
-    return header_lines, grids
+    return grids
+
+
+def _axis_title(report: Report) -> str:
+    if report.column_key == SCALE:
+        return f"number of {report.scale_label}"
+    return report.column_title
+
+
+def _samples(cell: Cell, key: str) -> int:
+    # Speedup and efficiency compare cells; they are not averages of attempts.
+    return 1 if key in ("speedup", "efficiency") else cell.samples
 
 
 # -- text ------------------------------------------------------------------------------
 
-# rich's SIMPLE_HEAD in ASCII: only a rule under the header, so the text survives any pager,
-# e-mail or CI log.
-_ASCII_HEAD_RULE = "    \n    \n -- \n    \n    \n    \n    \n    \n"
-
 def render_text(report: Report) -> str:
-    """Plain text: rich tables rendered without colour or terminal codes."""
-    from rich.box import Box
-    from rich.console import Console
-    from rich.table import Table
-
-    header_lines, grids = _layout(report)
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=1000, color_system=None, force_terminal=False,
-                      no_color=True, highlight=False, emoji=False, markup=False)
-    for line in header_lines:
-        console.print(line, soft_wrap=True)
-    for grid in grids:
-        console.print()
+    """Plain ASCII: columns separated by two blanks, a rule of dashes under the header."""
+    out = header_lines(report)
+    for grid in layout(report):
+        out.append("")
         if grid.title:
-            console.print(grid.title, soft_wrap=True)
-        table = Table(box=Box(_ASCII_HEAD_RULE, ascii=True), show_edge=False, pad_edge=False,
-                      highlight=False)
-        for header, numeric in zip(grid.headers, grid.numeric):
-            table.add_column(header, justify="right" if numeric else "left", no_wrap=True)
-        for row in grid.rows:
-            table.add_row(*row)
-        console.print(table)
+            out.append(grid.title)
+        out.extend(_aligned(grid))
     notes = report.footnotes()
     if notes:
-        console.print()
-        for note in notes:
-            console.print(note, soft_wrap=True)
-    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
-    return "\n".join(lines).strip("\n") + "\n"
+        out.append("")
+        out.extend(notes)
+    return "\n".join(out) + "\n"
+
+
+def _aligned(grid: Grid) -> list[str]:
+    widths = [len(header) for header in grid.headers]
+    for row in grid.rows:
+        widths = [max(width, len(text)) for width, text in zip(widths, row)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(text.rjust(width) if numeric else text.ljust(width)
+                         for text, width, numeric in zip(cells, widths, grid.numeric)).rstrip()
+
+    return [line(grid.headers), "  ".join("-" * width for width in widths),
+            *(line(row) for row in grid.rows)]
 
 
 # -- markdown --------------------------------------------------------------------------
@@ -152,10 +163,10 @@ def _markdown_escape(text: str) -> str:
 
 def render_markdown(report: Report) -> str:
     """GitHub-flavoured markdown tables, numbers right-aligned."""
-    header_lines, grids = _layout(report)
-    out = [f"### {header_lines[0]}", ""]
-    out.extend(line + "\n" for line in header_lines[1:])
-    for grid in grids:
+    lines = header_lines(report)
+    out = [f"### {lines[0]}", ""]
+    out.extend(line + "\n" for line in lines[1:])
+    for grid in layout(report):
         if grid.title:
             out.extend([f"**{grid.title}**", ""])
         out.append("| " + " | ".join(_markdown_escape(h) for h in grid.headers) + " |")
@@ -165,30 +176,26 @@ def render_markdown(report: Report) -> str:
             out.append("| " + " | ".join(_markdown_escape(cell) for cell in row) + " |")
         out.append("")
     for note in report.footnotes():
-        out.append(f"_{note}_  ")
+        out.append(f"_{_markdown_escape(note)}_  ")
     return "\n".join(out).rstrip() + "\n"
 
 
 # -- for programs ----------------------------------------------------------------------
 
 def record_columns(report: Report) -> list[str]:
-    """Columns of a CSV report: the row keys, gpus, then the measured values."""
-    columns = list(report.row_keys)
-    if report.kind != "regular":
-        columns.append("gpus")
-        columns += ["time_ms", "throughput", "speedup", "efficiency", "samples"]
-    else:
-        columns += ["time_ms", "throughput", "samples"]
-    return columns
+    """Fields of a CSV report: constant and row keys, the column axis, the values."""
+    records = report.records()
+    return list(records[0]) if records else ["samples"]
 
 
 def render_csv(report: Report) -> str:
     """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr)."""
-    columns = record_columns(report)
+    records = report.records()
+    columns = list(records[0]) if records else ["samples"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    for record in report.records():
+    for record in records:
         writer.writerow([csv_cell(record.get(column)) for column in columns])
     return buffer.getvalue()
 
@@ -199,12 +206,16 @@ def report_document(report: Report) -> dict[str, Any]:
         "format": REPORT_FORMAT,
         "version": REPORT_FORMAT_VERSION,
         "type": report.kind,
-        "scale": report.scale_label,
+        "row_keys": list(report.row_keys),
+        "column_key": report.column_key,
+        "scale": report.scale_label if report.column_key == SCALE else None,
+        "constants": dict(report.constants),
         "rows": report.records(),
         "counted": report.counted,
         "not_counted": dict(sorted(report.not_counted.items())),
         "incomplete": report.incomplete,
-        "superseded": report.superseded,
+        "latest_not_ok": report.latest_not_ok,
+        "duplicates": report.duplicates,
         "notes": report.footnotes(),
     }
 

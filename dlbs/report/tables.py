@@ -1,13 +1,13 @@
-"""Report tables as data: regular, weak scaling and strong scaling.
+"""Report tables as data: regular, weak scaling, strong scaling and pivot.
 
-The numbers follow DLBS, minus its truncation and capping:
-throughput = effective batch x 1000 / mean batch time (ms); weak scaling (same replica
-batch): efficiency = t1 / tN; strong scaling (same effective batch): efficiency =
-t1 / (N x tN), both in percent rounded to two decimals and never capped at 100.
+A cell holds one experiment (its ok attempts; `--latest`: its newest attempt only), never
+two: rows are keyed by the identity parameters that vary (keys.py), the column axis being
+the GPU count in scaling reports and a parameter of the user's choice in a pivot.
 
-Only experiments whose status is ok count; the latest result of each `exp.id` is used.
-When several experiments (different `exp.id`s) land in one cell, their batch times are
-averaged and the cell says how many there were.
+The numbers follow DLBS, minus its truncation and capping: throughput is the statistics
+engine's (effective batch x 1000 / mean batch time); weak scaling (same replica batch):
+efficiency = t1 / tN; strong scaling (same effective batch): efficiency = t1 / (N x tN),
+both in percent and never capped at 100.
 """
 
 from __future__ import annotations
@@ -15,205 +15,347 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import fmean
 from typing import Any
 
 from dlbs.errors import ResultsError
-from dlbs.results.sources import Record, latest_per_id
+from dlbs.report import keys as keys_module
+from dlbs.report.identity import KeyRules, key_rules, value_of
+from dlbs.report.keys import EXP_ID, display_order, field_name, title
+from dlbs.report.metrics import (
+    EFFICIENCY,
+    SPEEDUP,
+    THROUGHPUT,
+    TIME,
+    Metric,
+    combine,
+    metric,
+    resolve,
+)
+from dlbs.report.select import Experiment, Filter, as_text, resolve_key, select
+from dlbs.results.sources import Record
+from dlbs.results.stats import WARNINGS_KEY
 
-REPORT_TYPES = ("regular", "weak", "strong")
-
-# Row keys of each report type, in column order. `device` and `gpus` let mixed inputs
-# stay apart; renderers fold away key columns that hold one value only.
-ROW_KEYS: dict[str, tuple[str, ...]] = {
-    "regular": ("model", "dtype", "phase", "device", "gpus", "replica_batch",
-                "effective_batch"),
-    "weak": ("model", "dtype", "phase", "device", "replica_batch"),
-    "strong": ("model", "dtype", "phase", "device", "effective_batch"),
+REPORT_TYPES = ("regular", "weak", "strong", "pivot")
+SCALING = ("weak", "strong")
+# The column axis of scaling reports: GPUs, or replicas (nodes) on CPU.
+SCALE = "scale"
+# Always row keys of each type (when --by does not say otherwise), even when constant.
+LEAD_KEYS: dict[str, tuple[str, ...]] = {
+    "regular": ("exp.model", "exp.replica_batch", "exp.effective_batch"),
+    "weak": ("exp.model", "exp.replica_batch"),
+    "strong": ("exp.model", "exp.effective_batch"),
+    "pivot": (),
 }
-# Key columns a renderer always shows, even when every row has the same value.
-ALWAYS_SHOWN = {"model", "replica_batch", "effective_batch"}
-
-KEY_TITLES = {
-    "model": "model", "dtype": "dtype", "phase": "phase", "device": "device",
-    "gpus": "gpus", "replica_batch": "replica batch", "effective_batch": "effective batch",
+DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
+    "regular": (TIME, THROUGHPUT),
+    "weak": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
+    "strong": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
 }
+# Constant keys worth a mention above the tables besides the usual ones and a user's own.
+_SHOWN_CONSTANTS = (*keys_module.LEADING, *keys_module.SIZES)
+
+
+@dataclass
+class Options:
+    """What `dlbs report` was asked for."""
+
+    kind: str = "regular"
+    by: Sequence[str] | None = None
+    filters: Sequence[Filter] = ()
+    columns: Sequence[str] | None = None
+    latest: bool = False
+    # pivot only
+    rows: Sequence[str] | None = None
+    cols: str | None = None
+    value: str | None = None
 
 
 @dataclass
 class Cell:
-    """One measured point: a row of the report at one scale (GPU or replica count)."""
+    """One experiment at one place of the report."""
 
-    key: dict[str, Any]
-    scale: int
-    time_ms: float
-    effective_batch: float
-    samples: int
-    throughput: float = 0.0
-    speedup: float | None = None
-    efficiency: float | None = None
-    # Batch-time standard deviation in percent of the mean (the largest of the cell's
-    # experiments); None when the results carry no results.time_std.
+    row: tuple[Any, ...]          # hashable row-key values (grouping)
+    shown: tuple[Any, ...]        # the same values as read (display)
+    column: Any                   # GPU count, pivot column value, or None
+    experiment: Experiment
+    attempts: list[Record]
+    values: dict[str, Any] = field(default_factory=dict)
+    # Largest batch-time std / mean of its attempts, percent; None without results.time_std.
     spread_pct: float | None = None
 
-    def record(self, kind: str) -> dict[str, Any]:
-        """The cell as a flat record (CSV row, JSON object), numbers rounded to 2 decimals."""
-        record = dict(self.key)
-        if kind != "regular":
-            record["gpus"] = self.scale
-        record["time_ms"] = _round(self.time_ms)
-        record["throughput"] = _round(self.throughput)
-        if kind != "regular":
-            record["speedup"] = _round(self.speedup)
-            record["efficiency"] = _round(self.efficiency)
-        record["time_std_pct"] = _round(self.spread_pct)
-        record["samples"] = self.samples
-        return record
+    @property
+    def samples(self) -> int:
+        """How many attempts the cell's values combine."""
+        return len(self.attempts)
 
 
 @dataclass
 class Report:
-    """A report of one type: its cells and what was left out."""
+    """A report: its keys, metrics and cells, and what was left out."""
 
     kind: str
+    row_keys: list[str] = field(default_factory=list)
+    column_key: str | None = None
+    metrics: list[Metric] = field(default_factory=list)
     cells: list[Cell] = field(default_factory=list)
-    # results.status -> count of latest results that do not count (failure, timeout, ...).
+    constants: list[tuple[str, Any]] = field(default_factory=list)
     not_counted: Counter[str] = field(default_factory=Counter)
-    # ok results lacking what a table needs (model, batch, a positive batch time).
     incomplete: int = 0
-    superseded: int = 0
-    counted: int = 0
+    latest_not_ok: int = 0
+    duplicates: int = 0
+    # Cells told apart only by exp.id (parameters that the report does not know).
+    by_id: bool = False
+    stats_warnings: list[str] = field(default_factory=list)
     scale_label: str = "GPUs"
 
     @property
-    def row_keys(self) -> tuple[str, ...]:
-        """Key fields of this report type, in column order."""
-        return ROW_KEYS[self.kind]
+    def counted(self) -> int:
+        """Experiments in the tables."""
+        return len(self.cells)
 
     @property
-    def scales(self) -> list[int]:
-        """The GPU (or replica) counts that appear, ascending."""
-        return sorted({cell.scale for cell in self.cells})
+    def column_title(self) -> str:
+        """What the column axis counts."""
+        if self.column_key == SCALE:
+            return self.scale_label
+        return title(self.column_key) if self.column_key else ""
 
-    def rows(self) -> list[tuple[tuple[Any, ...], dict[int, Cell]]]:
-        """Cells grouped by row key (in display order), each row mapping scale -> cell."""
-        grouped: dict[tuple[Any, ...], dict[int, Cell]] = {}
+    @property
+    def columns(self) -> list[Any]:
+        """The column axis's values, in order."""
+        return sorted({cell.column for cell in self.cells}, key=_sort_key)
+
+    def rows(self) -> list[tuple[tuple[Any, ...], dict[Any, Cell]]]:
+        """Cells by row (row values as read, in display order), each mapping column -> cell."""
+        grouped: dict[tuple[Any, ...], dict[Any, Cell]] = {}
+        shown: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         for cell in self.cells:
-            row = tuple(cell.key[name] for name in self.row_keys)
-            grouped.setdefault(row, {})[cell.scale] = cell
-        return sorted(grouped.items(), key=lambda item: _row_order(item[0]))
+            grouped.setdefault(cell.row, {})[cell.column] = cell
+            shown.setdefault(cell.row, cell.shown)
+        ordered = sorted(grouped, key=lambda row: tuple(_sort_key(v) for v in shown[row]))
+        return [(shown[row], grouped[row]) for row in ordered]
 
     def records(self) -> list[dict[str, Any]]:
-        """One flat record per cell, in display order."""
-        return [
-            cells[scale].record(self.kind)
-            for _, cells in self.rows()
-            for scale in sorted(cells)
-        ]
+        """One flat record per cell (CSV row, JSON object), numbers rounded to 2 decimals."""
+        constants = {field_name(key): value for key, value in self.constants}
+        out = []
+        for shown, cells in self.rows():
+            for column in sorted(cells, key=_sort_key):
+                cell = cells[column]
+                record = dict(constants)
+                record.update({field_name(k): v for k, v in zip(self.row_keys, shown)})
+                if self.column_key is not None:
+                    record[_column_field(self)] = column
+                for item in self.metrics:
+                    record[item.field] = _rounded(cell.values.get(item.key))
+                record["time_std_pct"] = _rounded(cell.spread_pct)
+                record["samples"] = cell.samples
+                out.append(record)
+        return out
 
     def footnotes(self) -> list[str]:
-        """Lines that say what the tables leave out and how cells were combined."""
+        """What the tables leave out and how their cells were made."""
         notes = []
         if self.not_counted:
             parts = ", ".join(f"{count} {status}" for status, count in
                               sorted(self.not_counted.items()))
             notes.append(f"Not counted (status not ok): {parts}.")
         if self.incomplete:
-            notes.append(
-                f"Not counted: {self.incomplete} ok experiment(s) without a model, a batch "
-                "size or a positive results.time."
-            )
-        if self.superseded:
-            notes.append(
-                f"{self.superseded} older result(s) of re-run experiments replaced by the "
-                "latest of the same exp.id."
-            )
+            notes.append(f"Not counted: {self.incomplete} ok experiment(s) without a model, "
+                         "a batch size or a value to show.")
+        if self.latest_not_ok:
+            notes.append(f"{self.latest_not_ok} experiment(s) shown with earlier ok attempts: "
+                         "their newest attempt is not ok (--latest shows only the newest).")
+        if self.duplicates:
+            notes.append(f"{self.duplicates} attempt(s) read twice (a log and a database, or "
+                         "two copies) counted once.")
         if any(cell.samples > 1 for cell in self.cells):
-            notes.append("(n=K): the cell averages the batch times of K experiments.")
+            notes.append("(n=K): the cell combines K ok attempts of one experiment (the mean "
+                         "of their values; the maximum for peaks).")
+        if self.by_id:
+            notes.append("Some experiments differ in no parameter the report knows; the "
+                         "exp.id column tells them apart.")
         spreads = [cell for cell in self.cells if cell.spread_pct is not None]
         if spreads:
             worst = max(spreads, key=lambda cell: cell.spread_pct or 0.0)
+            where = ", ".join(as_text(v) for v in worst.shown[:1])
+            if worst.column is not None and self.column_key == SCALE:
+                where += f", {worst.column} {self.scale_label}"
             notes.append(
-                f"Batch-time spread (std / mean): at most {worst.spread_pct:.1f}% "
-                f"({worst.key['model']}, {worst.scale} {self.scale_label}); differences "
-                "smaller than the spread are not significant.")
+                f"Batch-time spread (std / mean): at most {worst.spread_pct:.1f}% ({where}); "
+                "differences smaller than the spread are not significant.")
+        if self.stats_warnings:
+            notes.append(f"{len(self.stats_warnings)} attempt(s) printed summary values that "
+                         f"their per-batch times contradict; the first: "
+                         f"{self.stats_warnings[0]}")
         if not self.cells:
             notes.append("No ok experiments to report.")
         return notes
 
 
-def build_report(records: Iterable[Record], kind: str) -> Report:
-    """Compute the `kind` report ("regular", "weak" or "strong") from experiment records."""
+def build_report(records: Sequence[Record], options: Options | str = "regular") -> Report:
+    """Compute the report `options` ask for from attempt records (see the module)."""
+    if isinstance(options, str):
+        options = Options(kind=options)
+    kind = options.kind
     if kind not in REPORT_TYPES:
         raise ResultsError(
-            f"unknown report type {kind!r}; expected one of {', '.join(REPORT_TYPES)}"
-        )
-    latest, superseded = latest_per_id(records)
-    report = Report(kind=kind, superseded=superseded)
-    groups: dict[tuple[Any, ...], list[tuple[float, float, float | None]]] = {}
-    keys: dict[tuple[Any, ...], tuple[dict[str, Any], int]] = {}
-    devices = set()
-    for record in latest:
-        experiment = record.experiment
-        status = str(experiment.get("results.status", "failure"))
-        if status != "ok":
-            report.not_counted[status] += 1
-            continue
-        point = _point(experiment)
-        if point is None:
+            f"unknown report type {kind!r}; expected one of {', '.join(REPORT_TYPES)}")
+    rules = key_rules()
+    selection = select(records, rules, options.filters, options.latest)
+    report = Report(kind=kind, not_counted=selection.not_counted,
+                    latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates)
+    all_records = [record for _, attempts in selection.measured for record in attempts]
+    report.metrics = _metrics(options, all_records)
+    measured = []
+    for experiment, attempts in selection.measured:
+        if _usable(kind, attempts, report.metrics):
+            measured.append((experiment, attempts))
+        else:
             report.incomplete += 1
-            continue
-        key, scale, time_ms, effective_batch = point
-        report.counted += 1
-        devices.add(key["device"])
-        group = (*(key[name] for name in ROW_KEYS[kind]), scale)
-        std = experiment.get("results.time_std")
-        spread = 100.0 * std / time_ms if _positive_number(std) or std == 0 else None
-        groups.setdefault(group, []).append((time_ms, effective_batch, spread))
-        keys[group] = ({name: key[name] for name in ROW_KEYS[kind]}, scale)
-    for group, samples in groups.items():
-        key, scale = keys[group]
-        time_ms = fmean(time for time, _, _ in samples)
-        effective_batch = fmean(batch for _, batch, _ in samples)
-        spreads = [spread for _, _, spread in samples if spread is not None]
-        report.cells.append(Cell(
-            key=key, scale=scale, time_ms=time_ms, effective_batch=effective_batch,
-            samples=len(samples), throughput=effective_batch * 1000.0 / time_ms,
-            spread_pct=max(spreads) if spreads else None,
-        ))
-    if kind != "regular":
+    if not measured:
+        return report
+    representatives = [attempts[-1] for _, attempts in measured]
+    values_of = _values(representatives, [experiment for experiment, _ in measured])
+    identity = keys_module.identity_keys(representatives, rules)
+    varying = keys_module.varying_keys(representatives, identity)
+    candidates = list(varying)
+    column_key = _column_key(options, representatives)
+    report.column_key = column_key
+    axis = [column_key] if column_key else []
+    candidates = [key for key in candidates if key != column_key]
+    count = len(measured)
+    if options.by is not None or kind == "pivot":
+        wanted = list(options.rows if kind == "pivot" else options.by or [])
+        row_keys = [resolve_key(key, representatives) for key in wanted]
+        loose = keys_module.undetermined(count, axis + row_keys,
+                                         [k for k in candidates if k not in row_keys], values_of)
+        if loose:
+            flag = "--rows" if kind == "pivot" else "--by"
+            described = ", ".join(f"{key} ({len(set(values_of(key)))} values)" for key in loose)
+            raise ResultsError(
+                f"rows keyed by {flag} {','.join(wanted)} would combine different experiments: "
+                f"{described} also vary",
+                hint=f"add them to {flag}, or keep one value with --filter KEY=VALUE")
+    else:
+        lead = [key for key in LEAD_KEYS[kind] if any(v is not None for v in values_of(key))]
+        ordered = keys_module.preference(candidates, rules)
+        row_keys = keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):]
+        row_keys = display_order(row_keys)
+    if keys_module.partition(count, axis + row_keys, values_of)[1] < count:
+        row_keys.append(EXP_ID)
+        report.by_id = True
+    report.row_keys = row_keys
+    constant = [key for key in identity if key not in varying and key not in row_keys]
+    report.constants = _constants(representatives[0], constant, rules)
+    _fill_cells(report, measured, values_of)
+    if kind in SCALING:
         _add_scaling(report)
-    report.scale_label = _scale_label(devices)
+        report.scale_label = _scale_label({as_text(r.experiment.get("exp.device_type"))
+                                           for r in representatives})
+    report.stats_warnings = [str(warnings[0]) for _, attempts in measured for a in attempts
+                             if (warnings := a.experiment.get(WARNINGS_KEY))]
     return report
 
 
-def _point(experiment: dict[str, Any]) -> tuple[dict[str, Any], int, float, float] | None:
-    """Row key, scale, batch time and effective batch of an ok experiment; None if unusable."""
-    time_ms = experiment.get("results.time")
-    model = experiment.get("exp.model")
-    replica_batch = _positive_int(experiment.get("exp.replica_batch"))
-    if not _positive_number(time_ms) or not model or replica_batch is None:
+def _metrics(options: Options, records: Sequence[Record]) -> list[Metric]:
+    if options.kind == "pivot":
+        if not options.rows or not options.cols or not options.value:
+            raise ResultsError("--type pivot needs --rows KEY, --cols KEY and --value "
+                               "results.X", hint="e.g. --rows exp.model --cols "
+                               "exp.replica_batch --value results.throughput")
+        if options.columns:
+            raise ResultsError("--type pivot shows one value: give it with --value, "
+                               "not --columns")
+        return resolve([options.value], records, scaling=False)
+    if options.rows or options.cols or options.value:
+        raise ResultsError("--rows, --cols and --value belong to --type pivot")
+    if options.columns:
+        return resolve(options.columns, records, scaling=options.kind in SCALING)
+    return [metric(key) for key in DEFAULT_METRICS[options.kind]]
+
+
+def _usable(kind: str, attempts: Sequence[Record], metrics: Sequence[Metric]) -> bool:
+    latest = attempts[-1].experiment
+    if kind != "pivot" and not latest.get("exp.model"):
+        return False
+    if kind in SCALING:
+        return _positive(latest.get(TIME)) and _count(latest.get("exp.replica_batch"))
+    return any(value_of(record, item.key) is not None
+               for item in metrics for record in attempts)
+
+
+def _column_key(options: Options, records: Sequence[Record]) -> str | None:
+    if options.kind in SCALING:
+        return SCALE
+    if options.kind == "pivot":
+        return resolve_key(str(options.cols), records)
+    return None
+
+
+def _values(records: Sequence[Record],
+            experiments: Sequence[Experiment]) -> keys_module.ValuesOf:
+    base = keys_module.value_lists(records)
+    scales = [scale_of(record.experiment) for record in records]
+    ids = [experiment.identity[1] if experiment.identity[0] == "id" else
+           f"({index + 1})" for index, experiment in enumerate(experiments)]
+
+    def values_of(key: str) -> list[Any]:
+        if key == SCALE:
+            return scales
+        if key == EXP_ID:
+            return ids
+        return base(key)
+    return values_of
+
+
+def scale_of(experiment: dict[str, Any]) -> int:
+    """The GPU count; on CPU (0 GPUs) the replica count, i.e. the nodes (DLBS's definition)."""
+    return _count(experiment.get("exp.num_gpus")) or \
+        _count(experiment.get("exp.num_replicas")) or \
+        _count(experiment.get("exp.num_nodes")) or 1
+
+
+def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record]]],
+                values_of: keys_module.ValuesOf) -> None:
+    row_values = [values_of(key) for key in report.row_keys]
+    columns = values_of(report.column_key) if report.column_key else None
+    needed = {item.key: item for item in report.metrics}
+    if report.kind in SCALING:
+        needed.setdefault(TIME, metric(TIME))
+        needed.setdefault(THROUGHPUT, metric(THROUGHPUT))
+    needed.pop(SPEEDUP, None)
+    needed.pop(EFFICIENCY, None)
+    for index, (experiment, attempts) in enumerate(measured):
+        latest = attempts[-1]
+        shown = tuple(values[index] if key == EXP_ID else value_of(latest, key)
+                      for key, values in zip(report.row_keys, row_values))
+        cell = Cell(row=tuple(values[index] for values in row_values), shown=shown,
+                    column=None if columns is None else _column_value(report, latest, columns,
+                                                                      index),
+                    experiment=experiment, attempts=attempts)
+        cell.values = {key: combine(item, attempts) for key, item in needed.items()}
+        spreads = [_spread(record) for record in attempts]
+        known = [spread for spread in spreads if spread is not None]
+        cell.spread_pct = max(known) if known else None
+        report.cells.append(cell)
+
+
+def _column_value(report: Report, record: Record, columns: list[Any], index: int) -> Any:
+    if report.column_key == SCALE:
+        return columns[index]
+    return value_of(record, str(report.column_key))
+
+
+def _spread(record: Record) -> float | None:
+    std = record.experiment.get("results.time_std")
+    mean = record.experiment.get(TIME)
+    if not _positive(mean) or not isinstance(std, int | float) or isinstance(std, bool) or \
+            not math.isfinite(std):
         return None
-    device = str(experiment.get("exp.device_type") or _device(experiment))
-    gpus = _positive_int(experiment.get("exp.num_gpus"))
-    # On CPU (num_gpus 0) the scale is the replica count, i.e. the nodes (DLBS's definition).
-    scale = gpus or _positive_int(experiment.get("exp.num_replicas")) or \
-        _positive_int(experiment.get("exp.num_nodes")) or 1
-    effective_batch = _positive_int(experiment.get("exp.effective_batch"))
-    if effective_batch is None:
-        effective_batch = replica_batch * scale
-    key = {
-        "model": str(model),
-        "dtype": str(experiment.get("exp.dtype") or ""),
-        "phase": str(experiment.get("exp.phase") or ""),
-        "device": device,
-        "gpus": scale,
-        "replica_batch": replica_batch,
-        "effective_batch": effective_batch,
-    }
-    return key, scale, float(time_ms), float(effective_batch)
+    return 100.0 * std / mean
 
 
 def _add_scaling(report: Report) -> None:
@@ -222,15 +364,36 @@ def _add_scaling(report: Report) -> None:
         base = cells.get(1)
         if base is None:
             continue
+        t1, x1 = base.values.get(TIME), base.values.get(THROUGHPUT)
         for scale, cell in cells.items():
+            tn, xn = cell.values.get(TIME), cell.values.get(THROUGHPUT)
             if report.kind == "weak":
                 # Same replica batch: N times the work per step, ideally in the same time.
-                cell.speedup = cell.throughput / base.throughput
-                cell.efficiency = 100.0 * base.time_ms / cell.time_ms
+                cell.values[SPEEDUP] = xn / x1 if _positive(xn) and _positive(x1) else None
+                cell.values[EFFICIENCY] = 100.0 * t1 / tn if _positive(tn) and t1 else None
             else:
                 # Same effective batch: the work of a step is split N ways.
-                cell.speedup = base.time_ms / cell.time_ms
-                cell.efficiency = 100.0 * base.time_ms / (scale * cell.time_ms)
+                cell.values[SPEEDUP] = t1 / tn if _positive(tn) and t1 else None
+                cell.values[EFFICIENCY] = (100.0 * t1 / (scale * tn)
+                                           if _positive(tn) and t1 else None)
+
+
+def _constants(record: Record, constant: Sequence[str],
+               rules: KeyRules) -> list[tuple[str, Any]]:
+    """The constant identity keys worth a mention above the tables.
+
+    The usual ones, a user's own parameters, and declared ones set to something else than
+    their default.
+    """
+    found = []
+    for key in keys_module.display_order(constant):
+        value = value_of(record, key)
+        if value is None:
+            continue
+        if key in _SHOWN_CONSTANTS or key not in rules.declared or (
+                key in rules.plain_defaults and rules.plain_defaults[key] != value):
+            found.append((key, value))
+    return found
 
 
 def _scale_label(devices: set[str]) -> str:
@@ -241,27 +404,29 @@ def _scale_label(devices: set[str]) -> str:
     return "GPUs"
 
 
-def _device(experiment: dict[str, Any]) -> str:
-    return "gpu" if _positive_int(experiment.get("exp.num_gpus")) else "cpu"
+def _column_field(report: Report) -> str:
+    return "gpus" if report.column_key == SCALE else field_name(str(report.column_key))
 
 
-def _positive_number(value: Any) -> bool:
+def _positive(value: Any) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0)
 
 
-def _positive_int(value: Any) -> int | None:
+def _count(value: Any) -> int:
     if isinstance(value, bool):
-        return None
+        return 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.isdigit():
         value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
+    return value if isinstance(value, int) and value > 0 else 0
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 2) if math.isfinite(value) else None
+    return value
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -273,5 +438,12 @@ def natural_key(text: str) -> tuple[Any, ...]:
                  for part in _DIGITS.split(text))
 
 
-def _row_order(row: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(natural_key(value) if isinstance(value, str) else (value,) for value in row)
+def _sort_key(value: Any) -> tuple[Any, ...]:
+    # None first, then numbers, then text (naturally): mixed types never compare directly.
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (2, natural_key(str(value).lower()))
+    if isinstance(value, int | float):
+        return (1, value)
+    return (2, natural_key(as_text(value)))

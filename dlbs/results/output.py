@@ -1,52 +1,13 @@
-"""Writing results out: atomic files, experiments as JSON or CSV."""
+"""Writing results out: experiments as JSON or CSV."""
 
 from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
-
-from dlbs.errors import ResultsError
-
-
-def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one.
-
-    A temporary file in the same folder is written, fsync'ed and renamed over `path`.
-    """
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    payload = data.encode() if isinstance(data, str) else data
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.")
-    except OSError as error:
-        raise ResultsError(f"cannot write {target}: {error.strerror or error}") from error
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(payload)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except OSError as error:
-        _remove_quietly(temporary)
-        raise ResultsError(f"cannot write {target}: {error.strerror or error}") from error
-    except BaseException:
-        _remove_quietly(temporary)
-        raise
-
-
-def _remove_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def to_json(document: Any) -> str:

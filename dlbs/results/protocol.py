@@ -24,7 +24,8 @@ import orjson
 
 from dlbs.errors import ResultsError
 
-# Statuses the engine records (BACKENDS.md, issue 3); a backend itself prints ok or failure.
+# Statuses the engine records (docs/backends/protocol.md section 6); a backend prints ok or
+# failure.
 STATUSES: tuple[str, ...] = ("ok", "failure", "skipped", "interrupted", "timeout", "cancelled")
 
 _PREFIX = r"[ \t]*(?:(?:\d+|\[[^\]\r\n]*\](?:<\w+>)?)[ \t]*:[ \t]*)?"

@@ -4,6 +4,12 @@ Log files, log folders, results databases, and the JSON that `dlbs parse` writes
 
 Each experiment comes back as a `Record` with the place it came from and a recency (when it
 ended), so that readers can keep the latest result of each `exp.id`.
+
+Two levels of detail. `dlbs parse` reads everything (per-batch times and monitor series
+included). Reports read summaries (summary.py): the parameters, the scalar results and the
+statistics engine's values, without number series, and optionally the per-batch times as an
+array; a database gives them from its summary columns without parsing the raw results.
+Either way the statistics engine's values replace what the backend printed for the same keys.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import orjson
 
 from dlbs.errors import ResultsError
+from dlbs.results import stats
 from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.results.summary import is_summary_value, summarize
 
 # The file `dlbs parse -o x.json` writes: {"format": ..., "version": ..., "experiments": [...]}
 EXPERIMENTS_FORMAT = "dlbs-experiments"
@@ -28,11 +37,18 @@ LOG_SUFFIX = ".log"
 
 @dataclass
 class Record:
-    """One experiment, where it was read, and when it ended (seconds since the epoch)."""
+    """One attempt of an experiment, where it was read, and when it ended (epoch seconds).
+
+    `environment` is where it ran (host, CPU and GPU models, driver: from a results
+    database; empty for logs). `samples` holds the per-batch times (ms) when they were asked
+    for and exist.
+    """
 
     experiment: dict[str, Any]
     source: str
     recency: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+    samples: np.ndarray | None = None
 
 
 @dataclass
@@ -61,7 +77,23 @@ def find_logs(folder: str) -> list[str]:
     return found
 
 
-def load_experiments(paths: Sequence[str | os.PathLike[str]]) -> Loaded:
+@dataclass(frozen=True)
+class Detail:
+    """What to read: everything (`dlbs parse`), or summaries with or without per-batch times.
+
+    `all_attempts` reads every attempt a database holds, not only the newest of each
+    experiment (logs are one attempt each anyway).
+    """
+
+    summaries: bool = False
+    samples: bool = False
+    all_attempts: bool = False
+
+
+FULL = Detail()
+
+
+def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = FULL) -> Loaded:
     """Read logs, folders (searched for *.log), results databases and `dlbs parse` JSON."""
     loaded = Loaded()
     for raw in paths:
@@ -74,40 +106,65 @@ def load_experiments(paths: Sequence[str | os.PathLike[str]]) -> Loaded:
                     hint="name log files, folders that hold them, or a results database",
                 )
             for log in logs:
-                _load_log(log, loaded)
+                _load_log(log, loaded, detail)
         elif os.path.isfile(path):
             if is_sqlite_file(path):
-                _load_database(path, loaded)
+                _load_database(path, loaded, detail)
             elif path.endswith(".json"):
-                _load_json(path, loaded)
+                _load_json(path, loaded, detail)
             else:
-                _load_log(path, loaded)
+                _load_log(path, loaded, detail)
         else:
             raise ResultsError(f"no such log, folder or results database: {path}")
     return loaded
 
 
-def _load_log(path: str, loaded: Loaded) -> None:
+def with_engine_values(values: dict[str, Any], detail: Detail) -> Record:
+    """A record of one experiment's flat values (a log's, parse output's), the engine applied.
+
+    With summaries, `results.*` number series are dropped (parameters are kept whole: a list
+    parameter can tell experiments apart).
+    """
+    computed = summarize(values, values)
+    if detail.summaries:
+        experiment = {key: value for key, value in values.items()
+                      if not key.startswith("results.") or is_summary_value(value)}
+        experiment.update(computed)
+    else:
+        experiment = dict(values)
+        experiment.update(computed)
+    samples = stats.finite_samples(values.get(stats.SAMPLES_KEY)) if detail.samples else None
+    return Record(experiment, "", 0.0, samples=samples)
+
+
+def _load_log(path: str, loaded: Loaded, detail: Detail) -> None:
     parsed = parse_log(path)
     loaded.logs_read += 1
     loaded.unparsable_lines += parsed.unparsable
     if not parsed.values:
         loaded.ignored_files.append(path)
         return
-    experiment = experiment_from_log(parsed)
-    recency = _ended(experiment)
-    if recency is None:
-        recency = _mtime(path)
-    loaded.records.append(Record(experiment, path, recency))
+    record = with_engine_values(experiment_from_log(parsed), detail)
+    recency = _ended(record.experiment)
+    record.source = path
+    record.recency = _mtime(path) if recency is None else recency
+    loaded.records.append(record)
 
 
-def _load_database(path: str, loaded: Loaded) -> None:
+def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
     with ResultsStore(path, create=False) as store:
-        for experiment in store.experiments():
-            loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))
+        if not detail.summaries:
+            for experiment in store.experiments():
+                loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))
+            return
+        for attempt, samples in store.summaries(latest_only=not detail.all_attempts,
+                                                with_samples=detail.samples):
+            experiment = attempt.as_experiment()
+            loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0,
+                                         attempt.environment, samples))
 
 
-def _load_json(path: str, loaded: Loaded) -> None:
+def _load_json(path: str, loaded: Loaded, detail: Detail) -> None:
     try:
         with open(path, "rb") as stream:
             document = orjson.loads(stream.read())
@@ -116,7 +173,10 @@ def _load_json(path: str, loaded: Loaded) -> None:
     except orjson.JSONDecodeError as error:
         raise ResultsError(f"{path} is not valid JSON: {error}") from error
     for experiment in experiments_from_document(document, path):
-        loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))
+        record = with_engine_values(experiment, detail)
+        record.source = path
+        record.recency = _ended(record.experiment) or 0.0
+        loaded.records.append(record)
 
 
 def experiments_from_document(document: Any, path: str) -> list[dict[str, Any]]:

@@ -6,6 +6,11 @@ completes it; a row that was started but never ended is an attempt cut off by a 
 transaction, the database runs in WAL mode, so a `kill -9` at any moment leaves every
 committed attempt intact and nothing half-written.
 
+When an attempt ends, its summary is computed once (summary.py: the statistics engine's
+batch-time statistics, the monitor's summaries, the scalar results) and kept beside the raw
+results, with the per-batch times packed as a BLOB: reports read these columns and never
+parse the raw results.
+
 The schema carries a version (`PRAGMA user_version`) and an application id: a newer
 database is refused, an older one is migrated in one transaction, a foreign SQLite file is
 refused. The layout is documented in docs/results.md.
@@ -13,6 +18,7 @@ refused. The layout is documented in docs/results.md.
 
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
@@ -21,12 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import orjson
 
 from dlbs.errors import ResultsError
+from dlbs.results import stats
 from dlbs.results.protocol import STATUSES
+from dlbs.results.summary import summarize
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
 APPLICATION_ID = 0x646C6273
 # What `latest_status` says about an attempt that began and never ended.
@@ -34,9 +43,35 @@ STARTED = "started"
 
 _BUSY_TIMEOUT_S = 30.0
 
-# Version 1 of the layout. Changing it means SCHEMA_VERSION + 1 and a MIGRATIONS entry
+# Version 2 of the layout. Changing it means SCHEMA_VERSION + 1 and a MIGRATIONS entry
 # (the status list is spelled out, not taken from STATUSES, for that reason).
-_SCHEMA = """
+# Columns after ended_at came with version 2: the summary of each ended attempt.
+_SUMMARY_COLUMNS = """
+    summary     TEXT,
+    time_data   BLOB,
+    time_count  INTEGER,
+    time_mean   REAL,
+    time_std    REAL,
+    time_median REAL,
+    time_p90    REAL,
+    time_p95    REAL,
+    time_p99    REAL,
+    time_min    REAL,
+    time_max    REAL,
+    throughput  REAL,
+    stats_warnings TEXT"""
+# Which summary key fills each REAL/INTEGER column (the rest of the summary is its JSON).
+SUMMARY_COLUMN_KEYS = {
+    "time_count": "results.time_count", "time_mean": "results.time",
+    "time_std": "results.time_std", "time_median": "results.time_median",
+    "time_p90": "results.time_p90", "time_p95": "results.time_p95",
+    "time_p99": "results.time_p99", "time_min": "results.time_min",
+    "time_max": "results.time_max", "throughput": "results.throughput",
+}
+_VIEW = """CREATE VIEW experiments AS
+    SELECT a.* FROM attempts AS a
+    WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
+_SCHEMA = f"""
 CREATE TABLE attempts (
     exp_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL CHECK (attempt >= 1),
@@ -49,14 +84,12 @@ CREATE TABLE attempts (
     environment TEXT,
     job_id      TEXT,
     started_at  TEXT    NOT NULL,
-    ended_at    TEXT,
+    ended_at    TEXT,{_SUMMARY_COLUMNS},
     PRIMARY KEY (exp_id, attempt),
     CHECK ((status IS NULL) = (ended_at IS NULL))
 );
 CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL;
-CREATE VIEW experiments AS
-    SELECT a.* FROM attempts AS a
-    WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id);
+{_VIEW};
 CREATE TABLE oom_limits (
     framework     TEXT    NOT NULL,
     device_type   TEXT    NOT NULL,
@@ -70,13 +103,47 @@ CREATE TABLE oom_limits (
 );
 """
 
+
+
+def _summary_row(params: Mapping[str, Any], results: Mapping[str, Any] | None,
+                 started_at: str | None) -> tuple[Any, ...]:
+    """Values of the summary columns (in _SUMMARY_COLUMNS' order) of one attempt's results."""
+    if results is None:
+        return (None,) * 13
+    summary = summarize(params, results, started_at)
+    samples = stats.finite_samples(results.get(stats.SAMPLES_KEY))
+    numbers = tuple(_number(summary.get(key)) for key in SUMMARY_COLUMN_KEYS.values())
+    warnings = summary.get(stats.WARNINGS_KEY)
+    return (_dumps(summary), stats.pack_samples(samples), *numbers,
+            _dumps(warnings) if warnings else None)
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Version 2 adds the summary columns; every ended attempt's summary is computed now."""
+    for definition in _SUMMARY_COLUMNS.strip().split(",\n"):
+        conn.execute(f"ALTER TABLE attempts ADD COLUMN {definition.strip()}")
+    conn.execute("DROP VIEW experiments")
+    conn.execute(_VIEW)
+    rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
+                        "WHERE results IS NOT NULL").fetchall()
+    for rowid, params, results, started_at in rows:
+        conn.execute(f"UPDATE attempts SET {_SUMMARY_ASSIGNMENTS} WHERE rowid = ?",
+                     (*_summary_row(_loads(params), _loads(results), started_at), rowid))
+
+
+_SUMMARY_NAMES = [line.split()[0] for line in _SUMMARY_COLUMNS.strip().split(",\n")]
+_SUMMARY_ASSIGNMENTS = ", ".join(f"{name} = ?" for name in _SUMMARY_NAMES)
+
 # version N -> function that upgrades a database from N to N + 1 inside a transaction.
-# Empty while version 1 is the only one ever released; tests exercise the mechanism.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
 
 _COLUMNS = (
     "exp_id, attempt, status, status_msg, params, results, log_path, environment, job_id, "
-    "started_at, ended_at"
+    "started_at, ended_at, summary"
 )
 
 
@@ -119,6 +186,8 @@ class Attempt:
     job_id: str | None = None
     started_at: str | None = None
     ended_at: str | None = None
+    # What summary.py computed from `results` when the attempt ended ({} before that).
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:
@@ -129,10 +198,12 @@ class Attempt:
         """The attempt as a flat experiment dict, as `dlbs parse` gives one from a log.
 
         The stored status wins over a `results.status` the backend printed (the engine
-        may have judged a timeout); an attempt that never ended reads as `started`.
+        may have judged a timeout); an attempt that never ended reads as `started`. The
+        summary's statistics win over the backend's values of the same keys.
         """
         experiment = dict(self.params)
         experiment.update(self.results)
+        experiment.update(self.summary)
         experiment["exp.id"] = self.exp_id
         experiment["results.status"] = self.status or STARTED
         if self.status_msg is not None:
@@ -154,6 +225,7 @@ def _attempt_from_row(row: tuple[Any, ...]) -> Attempt:
         exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
         params=_loads(row[4]), results=_loads(row[5]), log_path=row[6],
         environment=_loads(row[7]), job_id=row[8], started_at=row[9], ended_at=row[10],
+        summary=_loads(row[11]),
     )
 
 
@@ -349,18 +421,23 @@ class ResultsStore:
     ) -> None:
         """Complete a started attempt with its status, reason and results."""
         _check_status(status)
+        results = dict(results or {})
         with self._write(f"record the end of {exp_id} attempt {attempt}") as conn:
-            cursor = conn.execute(
-                "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ? "
-                "WHERE exp_id = ? AND attempt = ? AND ended_at IS NULL",
-                (status, status_msg, _dumps(dict(results or {})), _timestamp(ended_at),
-                 exp_id, attempt),
-            )
-            if cursor.rowcount != 1:
+            row = conn.execute(
+                "SELECT params, started_at FROM attempts "
+                "WHERE exp_id = ? AND attempt = ? AND ended_at IS NULL", (exp_id, attempt),
+            ).fetchone()
+            if row is None:
                 raise ResultsError(
                     f"results database {self.path}: experiment {exp_id} has no open "
                     f"attempt {attempt} to end"
                 )
+            conn.execute(
+                "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ?, "
+                f"{_SUMMARY_ASSIGNMENTS} WHERE exp_id = ? AND attempt = ?",
+                (status, status_msg, _dumps(results), _timestamp(ended_at),
+                 *_summary_row(_loads(row[0]), results, row[1]), exp_id, attempt),
+            )
 
     def record_attempt(
         self,
@@ -388,12 +465,15 @@ class ResultsStore:
         log_path: str | None, environment: Mapping[str, Any] | None, job_id: str | None,
         started_at: str, ended_at: str | None,
     ) -> None:
+        columns = ", ".join((*_COLUMNS.split(", ")[:-1], *_SUMMARY_NAMES))
+        values = ", ".join("?" * (11 + len(_SUMMARY_NAMES)))
         try:
             conn.execute(
-                f"INSERT INTO attempts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO attempts ({columns}) VALUES ({values})",
                 (exp_id, attempt, status, status_msg, _dumps(dict(params)),
                  None if results is None else _dumps(dict(results)), log_path,
-                 _dumps(dict(environment or {})), job_id, started_at, ended_at),
+                 _dumps(dict(environment or {})), job_id, started_at, ended_at,
+                 *_summary_row(params, None if results is None else dict(results), started_at)),
             )
         except sqlite3.IntegrityError as error:
             raise ResultsError(
@@ -458,6 +538,38 @@ class ResultsStore:
         for attempt in self.attempts(latest_only=True):
             yield attempt.as_experiment()
 
+    def summaries(self, latest_only: bool = False, with_samples: bool = False,
+                  ended_only: bool = False) -> list[tuple[Attempt, np.ndarray | None]]:
+        """Attempts with their summaries but without the raw results (fast: for reports).
+
+        Each attempt's `results` is empty; `summary` holds what reports need. With
+        `with_samples`, the per-batch times come along as a float64 array (None when the
+        attempt has none). Oldest first, as `attempts()`.
+        """
+        table = "experiments" if latest_only else "attempts"
+        blob = "time_data" if with_samples else "NULL"
+        where = "WHERE ended_at IS NOT NULL " if ended_only else ""
+        with self._errors("read attempts"):
+            rows = self._conn.execute(
+                "SELECT exp_id, attempt, status, status_msg, params, log_path, environment, "
+                f"job_id, started_at, ended_at, summary, {blob} FROM {table} {where}"
+                "ORDER BY started_at, exp_id, attempt"
+            ).fetchall()
+        environments: dict[str | None, dict[str, Any]] = {}
+        found = []
+        with _bulk_objects():
+            for row in rows:
+                environment = environments.get(row[6])
+                if environment is None:
+                    environment = environments[row[6]] = _loads(row[6])
+                attempt = Attempt(
+                    exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
+                    params=orjson.loads(row[4]), log_path=row[5], environment=environment,
+                    job_id=row[7], started_at=row[8], ended_at=row[9], summary=_loads(row[10]),
+                )
+                found.append((attempt, stats.unpack_samples(row[11])))
+        return found
+
     def _select(
         self, where: str, parameters: tuple[Any, ...] = (), table: str = "attempts"
     ) -> list[Attempt]:
@@ -520,6 +632,22 @@ def _check_status(status: str) -> None:
         raise ResultsError(
             f"unknown experiment status {status!r}; expected one of {', '.join(STATUSES)}"
         )
+
+
+@contextmanager
+def _bulk_objects() -> Iterator[None]:
+    """No cyclic garbage collection while many acyclic objects are made (JSON of attempts).
+
+    Every few hundred new containers CPython walks all tracked objects; reading 100,000
+    attempts' parameters then takes twice as long. Parsed JSON holds no cycles.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _split_sql(script: str) -> list[str]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlbs.run.invocation import Outcome
+from dlbs.run.outcome import Outcome
 
 _OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA error: out of memory|"
                   r"cudaErrorMemoryAllocation|std::bad_alloc", re.IGNORECASE)

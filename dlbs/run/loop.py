@@ -17,21 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlbs.errors import ConfigError, LaunchError
-from dlbs.results.environment import collect_environment
-from dlbs.results.lock import RunLock
+from dlbs.recipes import Invocation, invocation_for
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
 from dlbs.run import policy
-from dlbs.run.invocation import Invocation, Outcome
+from dlbs.run.environment import collect_environment
 from dlbs.run.judge import Verdict, judge
+from dlbs.run.lock import RunLock
 from dlbs.run.logs import attempt_log_path, write_header
-from dlbs.run.targets.base import (
-    ProcessTarget,
-    SchedulerTarget,
-    Target,
-    get_target,
-    target_for,
-)
+from dlbs.run.outcome import Outcome
+from dlbs.run.targets.base import ProcessTarget, SchedulerTarget, Target, get_target
 
 Experiment = dict[str, Any]
 FAILED = ("failure", "timeout", "cancelled")
@@ -68,8 +63,17 @@ class Summary:
 class _Job:
     experiment: Experiment
     target: Target
-    view: Experiment  # what the target reads: the framework's docker args in exp.docker_args
     invocation: Invocation
+
+
+@dataclass
+class Preview:
+    """What `dlbs run` would do with one experiment (`--dry-run`), and the exact request."""
+
+    experiment: Experiment
+    action: str          # run, simulate, skip, or done/disabled (ignored)
+    reason: str
+    request: dict[str, Any] | None
 
 
 class Sweep:
@@ -112,21 +116,40 @@ class Sweep:
                 self._one(experiment, decision, jobs.get(id(experiment)))
         return self.summary
 
-    def describe(self) -> list[dict[str, Any]]:
-        """The exact request of every experiment that would run (`--dry-run`): runs nothing."""
-        requests = []
+    def preview(self) -> list[Preview]:
+        """What would happen to every experiment, and each request (`--dry-run`).
+
+        Reads the results stores that exist (never creates one) to tell what is already
+        done; takes no lock and runs nothing.
+        """
+        stores: dict[str, ResultsStore | None] = {}
+        latest: dict[str, dict[str, str]] = {}
+        previews = []
         try:
             for experiment in self.experiments:
-                decision = policy.decide(experiment, None, None)
-                if decision.action == policy.IGNORE:
-                    continue
-                job = self._job(experiment)
-                requests.append({"exp.id": experiment.get("exp.id"),
-                                 "exp.log_file": experiment.get("exp.log_file"),
-                                 **job.target.describe(job.view, job.invocation)})
+                path = self._store_path(experiment)
+                if path not in stores:
+                    stores[path] = (ResultsStore(path, create=False) if os.path.isfile(path)
+                                    else None)
+                    latest[path] = stores[path].latest_statuses() if stores[path] else {}
+                store = stores[path]
+                oom = store.oom_limit(*policy.oom_key(experiment)) if store else None
+                decision = policy.decide(experiment, latest[path].get(experiment["exp.id"]),
+                                         oom)
+                request = None
+                if decision.action in (policy.RUN, policy.SIMULATE):
+                    job = self._job(experiment)
+                    request = job.target.describe(job.invocation)
+                action = decision.action
+                if action == policy.IGNORE:
+                    action = "disabled" if "exp.status" in decision.reason else "done"
+                previews.append(Preview(experiment, action, decision.reason, request))
         finally:
+            for store in stores.values():
+                if store is not None:
+                    store.close()
             self._close()
-        return requests
+        return previews
 
     # -- one experiment -----------------------------------------------------------------
     def _one(self, experiment: Experiment, decision: policy.Decision, job: _Job | None) -> None:
@@ -139,7 +162,7 @@ class Sweep:
         if decision.action == policy.SIMULATE:
             assert job is not None
             self.reporter.note(f"simulate {experiment.get('exp.id')}: "
-                               f"{job.target.describe(job.view, job.invocation)}")
+                               f"{job.target.describe(job.invocation)}")
             self.summary.add("simulated")
             return
         # A failure earlier in this sweep may have taught a new out-of-memory limit.
@@ -172,13 +195,13 @@ class Sweep:
         monitor = _monitor(experiment, job)
         try:
             if isinstance(job.target, SchedulerTarget):
-                job_id = job.target.submit(job.view, job.invocation, log_path)
+                job_id = job.target.submit(job.invocation, log_path)
                 store.set_job_id(exp_id, attempt, job_id)
                 outcome = job.target.wait(job_id, timeout)
             else:
                 assert isinstance(job.target, ProcessTarget)
                 with open(log_path, "ab") as log:
-                    outcome = job.target.run(job.view, job.invocation, log, timeout,
+                    outcome = job.target.run(job.invocation, log, timeout,
                                              on_start=monitor.start if monitor else None)
         except LaunchError as error:
             outcome = Outcome("failure", f"could not start: {error.message}")
@@ -243,20 +266,15 @@ class Sweep:
                                  status_msg="dlbs stopped before this attempt ended")
 
     def _job(self, experiment: Experiment) -> _Job:
-        from launchers import recipe_for
-
-        recipe = recipe_for(experiment)
-        invocation = recipe.invocation(experiment)
-        view = dict(experiment)
-        view["exp.docker_args"] = recipe.docker_args(experiment)
-        return _Job(experiment, self._target(target_for(experiment)), view, invocation)
+        invocation = invocation_for(experiment)
+        return _Job(experiment, self._target(invocation.target), invocation)
 
     def _preflight(self, jobs: list[_Job]) -> None:
-        by_target: dict[str, list[Experiment]] = {}
+        by_target: dict[str, list[Invocation]] = {}
         for job in jobs:
-            by_target.setdefault(job.target.name, []).append(job.view)
-        for name, views in by_target.items():
-            self._targets[name].preflight(views)
+            by_target.setdefault(job.target.name, []).append(job.invocation)
+        for name, invocations in by_target.items():
+            self._targets[name].preflight(invocations)
 
     # -- shared state ------------------------------------------------------------------
     def _target(self, name: str) -> Target:

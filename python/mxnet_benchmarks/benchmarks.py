@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""MXNet benchmark backend of dlbs: run one model, print `__key__=json` facts (BACKENDS.md).
+"""MXNet benchmark backend of dlbs: run one model, print `__key__=json` facts.
+
+The contract it keeps: docs/backends/protocol.md.
 
 Usage: python benchmarks.py --model resnet50 --device cpu --batch_size 32 --forward_only
 Runs stand-alone (it imports only the standard library, numpy and mxnet); `dist_*` kvstores
@@ -19,7 +21,11 @@ if __package__ in (None, ""):  # run as a script: make the package importable
 
 from mxnet_benchmarks.errors import BenchmarkError  # noqa: E402
 from mxnet_benchmarks.options import Options, parse_options  # noqa: E402
-from mxnet_benchmarks.protocol import emit, failure, now_iso, timing_results  # noqa: E402
+from mxnet_benchmarks.protocol import emit, failure, now_iso, say, timing_results  # noqa: E402
+
+#: Environment variables MXNet reads when it starts that change what a run measures.
+TUNING_VARIABLES = ("MXNET_CUDNN_AUTOTUNE_DEFAULT", "MXNET_CUDA_ALLOW_TENSOR_CORE",
+                    "MXNET_SUBGRAPH_BACKEND", "OMP_NUM_THREADS")
 
 
 def configure_environment(opts: Options) -> None:
@@ -32,6 +38,14 @@ def configure_environment(opts: Options) -> None:
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if opts.cudnn_autotune else "0"
     # MXNet 1.9 uses numpy aliases that numpy 1.23 deprecates; they are not ours to fix.
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"mxnet(\.|$)")
+
+
+def report_environment(mxnet) -> None:
+    """Say which tuning variables MXNet's engine sees (its C runtime's view, not Python's)."""
+    # mxnet.util.getenv (1.6+) reads the C runtime's environment, which the engine reads.
+    getenv = getattr(getattr(mxnet, "util", None), "getenv", None) or os.environ.get
+    settings = " ".join(f"{name}={getenv(name) or '(unset)'}" for name in TUNING_VARIABLES)
+    say(f"MXNet {mxnet.__version__}: {settings}")
 
 
 def describe(error: BaseException) -> str:
@@ -77,14 +91,17 @@ def main(argv: list[str] | None = None) -> int:
 
         from mxnet_benchmarks.runner import run
 
+        report_environment(mxnet)
+
         report, rank = run(opts)
         if rank == 0:
             print_report(report, start_time, mxnet.__version__)
         return 0
     except BenchmarkError as error:
-        print(f"benchmarks.py: error: {error}", file=sys.stderr)
+        message = " ".join(str(error).split())  # one line, whatever the message holds
+        print(f"benchmarks.py: error: {message}", file=sys.stderr)
         emit("results.start_time", start_time)
-        failure(str(error))
+        failure(message)
         return BenchmarkError.exit_status
     except (Exception, KeyboardInterrupt) as error:  # a failed run must never look valid
         traceback.print_exc()

@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import BenchmarkError
 from .models import Model
+from .protocol import say
 
 # ImageNet channel statistics (RGB, 0-255), the usual normalisation of ImageRecordIter.
 _MEAN = (123.68, 116.779, 103.939)
@@ -74,6 +75,9 @@ class RecordIOBatches:
                 "is for the image models, use synthetic data (empty --data_dir)"
             )
         path = find_record_file(data_dir)
+        threads, prefetch = max(threads, 1), max(prefetch, 1)
+        say(f"RecordIO {path}: preprocess_threads={threads} prefetch_buffer={prefetch} "
+            f"shuffle={shuffle} part {part_index + 1} of {num_parts}")
         channels, height, width = model.input_shape
         self._contexts = contexts
         self._dtype = dtype
@@ -81,13 +85,19 @@ class RecordIOBatches:
             self._iter = mx.io.ImageRecordIter(
                 path_imgrec=path, data_shape=(channels, height, width),
                 batch_size=batch_size * len(contexts), resize=min(height, width),
-                shuffle=shuffle, seed=seed, preprocess_threads=max(threads, 1),
-                prefetch_buffer=max(prefetch, 1), num_parts=num_parts, part_index=part_index,
+                shuffle=shuffle, seed=seed, preprocess_threads=threads,
+                prefetch_buffer=prefetch, num_parts=num_parts, part_index=part_index,
                 mean_r=_MEAN[0], mean_g=_MEAN[1], mean_b=_MEAN[2],
                 std_r=_STD[0], std_g=_STD[1], std_b=_STD[2],
             )
         except mx.base.MXNetError as error:
-            raise BenchmarkError(f"cannot read RecordIO file {path!r}: {error}") from error
+            # The message is MXNet's C++ backtrace; its last line says what went wrong.
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            reason = lines[-1] if lines else type(error).__name__
+            raise BenchmarkError(f"cannot read RecordIO file {path!r}: {reason}") from error
+        except StopIteration:  # the iterator reads its first batch at once
+            raise BenchmarkError(f"--data_dir: {path!r} holds no readable image records "
+                                 "(not a RecordIO file of JPEGs?)") from None
 
     def next(self) -> tuple[list[mx.nd.NDArray], list[mx.nd.NDArray], float]:
         """Per-context data and labels, and the time waited for the decoder in ms."""

@@ -1,4 +1,4 @@
-"""The backend's command line (BACKENDS.md), parsed and checked without importing mxnet.
+"""The backend's command line (docs/backends/protocol.md section 1), checked before mxnet loads.
 
 Checking everything before the import matters twice: a bad value fails in milliseconds, and
 `--num_threads` must reach the environment before MXNet's engine starts.

@@ -1,4 +1,4 @@
-"""The log protocol of BACKENDS.md: one `__<key>__=<json>` line per fact on stdout."""
+"""The log protocol (docs/backends/protocol.md): one `__<key>__=<json>` line per fact on stdout."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ import numpy as np
 def emit(key: str, value: object) -> None:
     """Print one protocol line and flush, so a killed process keeps what it printed."""
     sys.stdout.write(f"__{key}__={json.dumps(value)}\n")
+    sys.stdout.flush()
+
+
+def say(message: str) -> None:
+    """An informational line (not a protocol key): what the run was set up with."""
+    sys.stdout.write(f"[mxnet_benchmarks] {message}\n")
     sys.stdout.flush()
 
 

@@ -1,9 +1,9 @@
 """PyTorch benchmark backend of dlbs: ``python benchmarks.py --model resnet50 ...``.
 
 Runs stand-alone (no dlbs needed). Prints its results as ``__<key>__=<json>`` lines (see
-BACKENDS.md); any failure prints ``__results.status__="failure"`` with the reason and exits
-non-zero. With several processes (torchrun, srun) it reads WORLD_SIZE, RANK and LOCAL_RANK
-from the environment and only rank 0 prints results.
+docs/backends/protocol.md); any failure prints ``__results.status__="failure"`` with the
+reason and exits non-zero. With several processes (torchrun, srun) it reads WORLD_SIZE, RANK
+and LOCAL_RANK from the environment and only rank 0 prints results.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ if __package__ in (None, ""):
     # Run as a script: make the package importable from the folder that holds it.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytorch_benchmarks.cli import FlagError, build_parser, parse_options  # noqa: E402
+from pytorch_benchmarks.cli import FlagError, parse_options  # noqa: E402
+from pytorch_benchmarks.errors import UserError  # noqa: E402
 from pytorch_benchmarks.protocol import emit, emit_failure, now_iso  # noqa: E402
 
 
@@ -73,6 +74,14 @@ def _world_size() -> int:
         return 1
 
 
+def _refuse(message: str) -> int:
+    """A user error: the failure keys, one line on stderr, exit 2 and no traceback."""
+    one_line = " ".join(message.split())
+    emit_failure(one_line)
+    print(f"benchmarks.py: error: {one_line}", file=sys.stderr, flush=True)
+    return UserError.exit_status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -80,10 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         opts = parse_options(argv)
     except FlagError as exc:
-        emit_failure(f"bad flag: {exc}")
-        build_parser().print_usage(sys.stderr)
-        print(f"benchmarks.py: error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"bad flag: {exc} (see --help)")
     import torch
 
     from pytorch_benchmarks import distributed
@@ -101,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             emit("results.end_time", now_iso())
         distributed.shutdown()
         return 0
+    except UserError as exc:
+        rank = f"rank {os.environ.get('RANK', '?')}: " if _world_size() > 1 else ""
+        return _refuse(f"{rank}{exc}")
     except (Exception, Terminated, KeyboardInterrupt) as exc:
         traceback.print_exc(file=sys.stderr)
         if _world_size() > 1 and _caused_by_another_rank(exc):
@@ -113,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, torch.OutOfMemoryError):
             return 3
         return 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

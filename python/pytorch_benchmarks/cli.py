@@ -1,4 +1,4 @@
-"""The backend's command line: flags of BACKENDS.md plus PyTorch speed options."""
+"""The backend's command line: docs/backends/protocol.md section 1 plus PyTorch speed options."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .errors import UserError
+
 _TRUE = {"true", "yes", "on", "1", "t", "y"}
 _FALSE = {"false", "no", "off", "0", "f", "n"}
 DTYPES = {"float": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-class FlagError(ValueError):
+class FlagError(UserError):
     """A bad command line: the message names the flag and what is accepted."""
 
 

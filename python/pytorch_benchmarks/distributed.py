@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .errors import UserError
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -34,7 +36,7 @@ def _env_int(name: str, default: int) -> int:
     try:
         return int(value) if value else default
     except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+        raise UserError(f"environment variable {name}={value!r} is not an integer") from None
 
 
 def topology_from_env() -> Topology:
@@ -46,7 +48,7 @@ def topology_from_env() -> Topology:
         "LOCAL_WORLD_SIZE", _env_int("SLURM_NTASKS_PER_NODE", 1 if world == 1 else world)
     )
     if not 0 <= rank < world:
-        raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        raise UserError(f"RANK={rank} is outside WORLD_SIZE={world}")
     return Topology(world, rank, local_rank, local_world)
 
 

@@ -13,6 +13,7 @@ import torch.nn as nn
 from . import distributed
 from .cli import Options
 from .data.sources import LoaderSource, SyntheticSource, make_loader_source
+from .errors import UserError
 from .models import ModelSpec, get_model_spec, load_model_file
 from .protocol import time_statistics
 from .steps import (
@@ -27,7 +28,7 @@ from .timing import device_synchronizer, run_event_timed_loop, run_timed_loop
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class SetupError(ValueError):
+class SetupError(UserError):
     """An experiment this machine or this build of torch cannot run, said plainly."""
 
 
@@ -233,7 +234,9 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
         f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
         f"batch={opts.batch_size}x{topology.world_size} channels_last={opts.channels_last} "
         f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
-        f"cuda_graphs={opts.cuda_graphs} torch={torch.__version__}"
+        f"cuda_graphs={opts.cuda_graphs} data_loader_only={opts.data_loader_only} "
+        f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
+        f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
     )
     if opts.timing == "events" and device.type == "cuda":
         timings = run_event_timed_loop(

@@ -145,8 +145,11 @@ def test_validate(dlbs_cli, spec, tmp_path):
     env = dlbs_cli("validate", "-P", "exp.log_dir=${HOME}/logs",
                    "-V", 'exp.dtype=["float16", "float16"]')
     assert env.returncode == 0
-    assert "takes a value from the environment (HOME)" in env.stdout
-    assert "1 identical experiments were merged" in env.stdout
+    assert env.stdout == "plan: 1 experiments\nok\n"
+    warnings = env.stderr.splitlines()
+    assert all(line.startswith("dlbs: warning: ") for line in warnings)
+    assert any("takes a value from the environment (HOME)" in line for line in warnings)
+    assert any("1 identical experiments were merged" in line for line in warnings)
 
 
 def test_print_config(dlbs_cli, spec):

@@ -17,7 +17,7 @@ import pytest
 
 from dlbs.results.protocol import ParsedLog, judge_status, parse_lines
 
-PROGRAM = Path(__file__).resolve().parents[2] / "launchers" / "dummy" / "benchmarks.py"
+PROGRAM = Path(__file__).resolve().parents[2] / "python" / "dummy_benchmarks" / "benchmarks.py"
 # Python without site-packages (-S) and without the environment's PYTHON* settings (-I):
 # the backend must run on the standard library alone, as in a bare container.
 PYTHON = [sys.executable, "-I", "-S"]
@@ -192,6 +192,7 @@ def test_bad_flags(flags, names):
     assert run.returncode == 2
     error_lines = run.stderr.strip().splitlines()
     assert len(error_lines) == 1 and error_lines[0].startswith("benchmarks.py: error:")
+    assert "Traceback" not in run.stderr
     assert names in error_lines[0]
     assert run.values["results.status"] == "failure"
     assert run.values["results.status_msg"].startswith("bad command line: ")

@@ -49,8 +49,32 @@ def backend_env() -> dict[str, str]:
     return env
 
 
-def run_process(argv: list[str], timeout: float = 240) -> BackendRun:
-    """Run `argv` with the backend's environment; return its output and parsed values."""
-    done = subprocess.run(argv, env=backend_env(), capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+def write_record_file(path: Path, count: int, size: tuple[int, int]) -> list[float]:
+    """Pack `count` random JPEGs (labels 0, 1, 2, ...) the way im2rec does; Pillow encodes."""
+    import io
+
+    import mxnet as mx
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(7)
+    labels = []
+    record = mx.recordio.MXRecordIO(str(path), "w")
+    for index in range(count):
+        pixels = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
+        label = float(index % 5)
+        record.write(mx.recordio.pack(mx.recordio.IRHeader(0, label, index, 0),
+                                      buffer.getvalue()))
+        labels.append(label)
+    record.close()
+    return labels
+
+
+def run_process(argv: list[str], timeout: float = 240,
+                env: dict[str, str] | None = None) -> BackendRun:
+    """Run `argv` with the backend's environment (plus `env`); return its output and values."""
+    done = subprocess.run(argv, env={**backend_env(), **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
     return BackendRun(done.returncode, done.stdout, done.stderr, parse_protocol(done.stdout))

@@ -81,14 +81,21 @@ def test_deep_speech2_inference(run_backend):
      "--num_gpus 2 but MXNet sees 0 GPU(s) (this MXNet has no CUDA)"),
     (["--model", "deep_mnist", "--data_dir", "/nonexistent/imagenet"],
      "does not take images"),
+    (["--model", "resnet18", "--data_dir", "/nonexistent/imagenet"],
+     "--data_dir '/nonexistent/imagenet': no such file or directory"),
+    (["--model", "resnet18", "--batch_size", "two"], "argument --batch_size: invalid int value"),
+    (["--model", "resnet18", "--forward_only", "maybe"], "'maybe' is not a boolean"),
+    (["--model", "resnet18", "--preprocess_threads", "-1"], "--preprocess_threads must not be"),
+    (["--batch_size", "2"], "the following arguments are required: --model"),
 ])
 def test_bad_input_is_a_clear_failure(run_backend, flags, message):
     run = run_backend(*flags)
     assert run.returncode == 2
     assert run.values["results.status"] == "failure"
     assert message in run.values["results.status_msg"]
-    assert "benchmarks.py: error: " in run.stderr and message in run.stderr
-    assert "Traceback" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("benchmarks.py: error: ")
+    assert message in lines[0]
     assert "results.time" not in run.values
 
 

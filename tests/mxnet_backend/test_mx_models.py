@@ -1,4 +1,4 @@
-"""Every model of BACKENDS.md's table builds, with the contract's input and output shapes."""
+"""Every model of docs/backends/protocol.md section 2 builds, with its input and output shapes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.mxnet
 
 IMAGE_224 = (3, 224, 224)
 IMAGE_299 = (3, 299, 299)
-# id -> (input shape without batch, classes): the table of BACKENDS.md.
+# id -> (input shape without batch, classes): the table of docs/backends/protocol.md section 2.
 CONTRACT = {
     "deep_mnist": ((784,), 10),
     "sensor_net": ((784,), 16),
@@ -31,7 +31,7 @@ CONTRACT = {
     "inception_resnet_v2": (IMAGE_299, 1000),
     "deep_speech2": ((1, 200, 161), 842),
 }
-# BACKENDS.md's reference parameter counts (torchvision / BVLC).
+# The reference parameter counts of docs/backends/protocol.md section 2 (torchvision / BVLC).
 PARAMETERS = {
     "resnet18": 11_689_512,
     "resnet50": 25_557_032,

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import io
-
 import mxnet as mx
-import numpy as np
 import pytest
+from mx_helpers import write_record_file
 from mxnet_benchmarks.data import RecordIOBatches, find_record_file
 from mxnet_benchmarks.errors import BenchmarkError
 from mxnet_benchmarks.models import create_model
-from PIL import Image
 
 pytestmark = pytest.mark.mxnet
 
 NUM_IMAGES = 6
-
-
-def write_record_file(path, count: int, size: tuple[int, int]) -> list[float]:
-    """Pack `count` random JPEGs (labels 0, 1, 2, ...) the way im2rec does; Pillow encodes."""
-    rng = np.random.default_rng(7)
-    labels = []
-    record = mx.recordio.MXRecordIO(str(path), "w")
-    for index in range(count):
-        pixels = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
-        buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
-        label = float(index % 5)
-        record.write(mx.recordio.pack(mx.recordio.IRHeader(0, label, index, 0),
-                                      buffer.getvalue()))
-        labels.append(label)
-    record.close()
-    return labels
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +64,16 @@ def test_record_file_is_found_in_a_directory_or_given_directly(tmp_path, dataset
         find_record_file(str(tmp_path))
     with pytest.raises(BenchmarkError, match="no such file or directory"):
         find_record_file(str(tmp_path / "missing"))
+
+
+def test_a_file_of_no_records_is_a_clear_failure(run_backend, tmp_path):
+    (tmp_path / "train.rec").write_bytes(bytes(range(256)) * 20)
+    run = run_backend("--model", "resnet18", "--batch_size", "2", "--num_batches", "1",
+                      "--data_dir", str(tmp_path))
+    assert run.returncode == 2
+    assert run.values["results.status"] == "failure"
+    assert "holds no readable image records" in run.values["results.status_msg"]
+    assert "Traceback" not in run.stderr
 
 
 def test_missing_data_dir_is_a_clear_failure(run_backend, tmp_path):

@@ -79,25 +79,5 @@ def test_bad_flags_raise_flag_error(argv, fragment):
     assert fragment in str(info.value)
 
 
-def test_bad_flag_in_a_process_reports_failure(backend):
-    run = backend("--model", "resnet50", "--device", "cpu", "--dtype", "int8")
-    assert run.returncode == 2
-    assert run.values["results.status"] == "failure"
-    assert "unsupported dtype 'int8'" in run.values["results.status_msg"]
-    assert "results.throughput" not in run.values
-    assert "usage:" in run.stderr
-
-
-def test_unknown_model_in_a_process_lists_models(backend):
-    run = backend("--model", "resnet51", "--device", "cpu", "--num_batches", "1")
-    assert run.returncode != 0
-    assert run.values["results.status"] == "failure"
-    assert "unknown model 'resnet51'" in run.values["results.status_msg"]
-    assert "resnet50" in run.values["results.status_msg"]
-    assert "results.throughput" not in run.values
-
-
-def test_gpu_requested_without_cuda_is_a_clear_failure(backend):
-    run = backend("--model", "sensor_net", "--device", "gpu", "--num_batches", "1")
-    assert run.returncode != 0
-    assert "torch sees no CUDA device" in run.values["results.status_msg"]
+# Bad input as a process sees it (exit status, one stderr line, failure keys): see
+# test_pt_user_errors.py.

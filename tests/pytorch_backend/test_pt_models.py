@@ -1,4 +1,4 @@
-"""Every model of BACKENDS.md builds, with its input shape, class count and parameter count."""
+"""Every model of docs/backends/protocol.md section 2 builds: input shape, classes, parameters."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pytorch_benchmarks.models import (  # noqa: E402
 
 pytestmark = pytest.mark.pytorch
 
-# BACKENDS.md's table, minus the MXNet-only ids (inception_resnet_v2, deep_speech2).
+# docs/backends/protocol.md section 2, minus the MXNet-only ids (inception_resnet_v2,
+# deep_speech2).
 TABLE = {
     "deep_mnist": ((784,), 10),
     "sensor_net": ((784,), 16),
@@ -28,8 +29,9 @@ TABLE = {
     "inception4": ((3, 299, 299), 1000),
 }
 
-# BACKENDS.md's reference counts, plus the counts of the other architectures as built here
-# (each checked against its paper's or torchvision's published figure where one exists).
+# The reference counts of docs/backends/protocol.md section 2, plus the counts of the other
+# architectures as built here (each checked against its paper's or torchvision's published
+# figure where one exists).
 PARAMETERS = {
     "resnet18": 11_689_512,
     "resnet50": 25_557_032,

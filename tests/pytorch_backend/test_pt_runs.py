@@ -24,7 +24,7 @@ TIME_KEYS = [
 
 
 def check_ok_protocol(run, batch: int, batches: int, warmup: int, replicas: int = 1) -> None:
-    """Every key BACKENDS.md asks for, consistent with each other."""
+    """Every key of docs/backends/protocol.md section 4, consistent with each other."""
     assert run.returncode == 0, run.stderr[-3000:]
     v = run.values
     assert v["results.status"] == "ok"

@@ -40,7 +40,7 @@ def test_mxnet_example_runs_with_a_parameter_server(run_dlbs, tmp_path):
 
 def test_docker_example_requests_gpus(run_dlbs):
     example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("docker")])
-    result = run_dlbs("run", "--config", example, "--dry-run")
+    result = run_dlbs("run", "--config", example, "--dry-run", "--format", "json")
     assert result.returncode == 0, result.stderr
     requests = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(requests) == 4 and {r["target"] for r in requests} == {"docker"}
@@ -50,7 +50,7 @@ def test_docker_example_requests_gpus(run_dlbs):
 
 def test_slurm_example_writes_multi_node_jobs(run_dlbs):
     example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("slurm")])
-    result = run_dlbs("run", "--config", example, "--dry-run")
+    result = run_dlbs("run", "--config", example, "--dry-run", "--format", "json")
     assert result.returncode == 0, result.stderr
     one, two = [json.loads(line) for line in result.stdout.splitlines()]
     assert "#SBATCH --nodes=2" in two["script"] and "--nnodes=2" in two["script"]

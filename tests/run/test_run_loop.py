@@ -102,16 +102,29 @@ def test_status_parameter_and_dry_run(run_dlbs, tmp_path):
     spec = [*DUMMY, "-V", 'exp.model=["a", "b", "c"]',
             "-E", '{"condition": {"exp.model": "b"}, "parameters": {"exp.status": "disabled"}}',
             "-E", '{"condition": {"exp.model": "c"}, "parameters": {"exp.status": "simulate"}}']
-    dry = run_dlbs("run", *spec, "--dry-run")
+    dry = run_dlbs("run", *spec, "--dry-run", "--format", "json")
     assert dry.returncode == 0, dry.stderr
-    requests = [json.loads(line) for line in dry.stdout.splitlines()]
-    assert len(requests) == 2 and requests[0]["target"] == "local"
-    assert requests[0]["argv"][1].endswith("launchers/dummy/benchmarks.py")
+    records = [json.loads(line) for line in dry.stdout.splitlines()]
+    assert [r["action"] for r in records] == ["run", "disabled", "simulate"]
+    assert records[0]["target"] == "local" and "target" not in records[1]
+    assert records[0]["argv"][1].endswith("python/dummy_benchmarks/benchmarks.py")
+    assert not (tmp_path / "logs").exists()
+    table = run_dlbs("run", *spec, "--dry-run")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["id", "action", "target", "framework", "model", "batch",
+                                "GPUs", "log", "file"]
+    assert [line.split()[1] for line in lines[1:4]] == ["run", "disabled", "simulate"]
+    assert lines[-1] == ("dlbs: 3 experiments: 1 to run, 0 already done, 0 to skip, "
+                         "1 disabled, 1 to simulate (--format json shows each exact request)")
     assert not (tmp_path / "logs").exists()
     real = run_dlbs("run", *spec)
     assert real.returncode == 0
     assert "simulate" in real.stderr and "1 ok" in real.stderr
     assert statuses(tmp_path / "logs" / "results.db") == ["ok"]
+    again = run_dlbs("run", *spec, "--dry-run")
+    assert again.stdout.splitlines()[-1].startswith("dlbs: 3 experiments: 0 to run, "
+                                                    "1 already done,")
 
 
 def test_run_a_plan_file(run_dlbs, tmp_path):

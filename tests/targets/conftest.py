@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from dlbs.run.invocation import Invocation, Mount, Outcome
+from dlbs.recipes import Invocation, Mount, assemble
+from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,22 +74,31 @@ def slurm_cluster() -> dict[str, str]:
     return states
 
 
-def _run_to_end(target: Target, experiment: dict[str, Any], invocation: Invocation,
-               log_path: Path, timeout: float | None = None) -> Outcome:
+def make_invocation(experiment: dict[str, Any], argv: list[str], *,
+                    env: dict[str, str] | None = None, mounts: list[Mount] | None = None,
+                    workdir: str | None = None) -> Invocation:
+    """The invocation of `argv` for an experiment, as a recipe would complete it."""
+    invocation = assemble(experiment, argv, env=env, mounts=mounts or [])
+    invocation.workdir = workdir
+    return invocation
+
+
+def _run_to_end(target: Target, invocation: Invocation, log_path: Path,
+                timeout: float | None = None) -> Outcome:
     """Run an invocation through any kind of target, as the run loop will.
 
     The log starts with a header line, as the run loop's logs do, then gets the output.
     """
     log_path.write_bytes(b"__exp.id__=\"header\"\n")
     if isinstance(target, SchedulerTarget):
-        job_id = target.submit(experiment, invocation, str(log_path))
+        job_id = target.submit(invocation, str(log_path))
         return target.wait(job_id, timeout)
     assert isinstance(target, ProcessTarget)
     with open(log_path, "ab") as log:
-        return target.run(experiment, invocation, log, timeout)
+        return target.run(invocation, log, timeout)
 
 
 @pytest.fixture
 def run_to_end() -> Any:
-    """`run_to_end(target, experiment, invocation, log_path, timeout)` -> Outcome."""
+    """`run_to_end(target, invocation, log_path, timeout)` -> Outcome."""
     return _run_to_end

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from dlbs.run.invocation import Invocation
 from dlbs.run.targets import get_target
+from tests.targets.conftest import make_invocation
 
 TARGETS = [
     pytest.param("local", id="local"),
@@ -39,7 +39,7 @@ def target_and_experiment(request: pytest.FixtureRequest,
         experiment["exp.scheduler"] = "slurm"
     target = get_target(name)
     target.kill_grace = 1.0  # type: ignore[attr-defined]
-    target.preflight([experiment])
+    target.preflight([make_invocation(experiment, ["true"])])
     yield target, experiment
     target.close()
 
@@ -47,12 +47,12 @@ def target_and_experiment(request: pytest.FixtureRequest,
 def test_output_and_environment_reach_the_log(target_and_experiment, run_to_end, tmp_path):
     target, experiment = target_and_experiment
     experiment["runtime.env.DLBS_FROM_PARAM"] = "param value"
-    invocation = Invocation(
-        argv=["sh", "-c", 'echo "__results.time__=12.5"; echo "arg=[$1]" "param=[$DLBS_FROM_PARAM]"'
-              ' "recipe=[$DLBS_FROM_RECIPE]"; echo to-stderr >&2', "dlbs", "two words $HOME ;|"],
-        env={"DLBS_FROM_RECIPE": "it's quoted"})
+    script = ('echo "__results.time__=12.5"; echo "arg=[$1]" "param=[$DLBS_FROM_PARAM]"'
+              ' "recipe=[$DLBS_FROM_RECIPE]"; echo to-stderr >&2')
+    invocation = make_invocation(experiment, ["sh", "-c", script, "dlbs", "two words $HOME ;|"],
+                                 env={"DLBS_FROM_RECIPE": "it's quoted"})
     log = tmp_path / "exp.log"
-    outcome = run_to_end(target, experiment, invocation, log, timeout=120)
+    outcome = run_to_end(target, invocation, log, timeout=120)
     text = log.read_text()
     assert outcome.status == "ok", (outcome, text)
     assert text.startswith('__exp.id__="header"\n'), text
@@ -64,7 +64,7 @@ def test_output_and_environment_reach_the_log(target_and_experiment, run_to_end,
 def test_a_failing_command_is_a_failure_with_its_status(target_and_experiment, run_to_end,
                                                         tmp_path):
     target, experiment = target_and_experiment
-    outcome = run_to_end(target, experiment, Invocation(["sh", "-c", "echo dying; exit 3"]),
+    outcome = run_to_end(target, make_invocation(experiment, ["sh", "-c", "echo dying; exit 3"]),
                          tmp_path / "exp.log", timeout=120)
     assert outcome.status == "failure"
     assert outcome.returncode == 3
@@ -74,8 +74,8 @@ def test_a_failing_command_is_a_failure_with_its_status(target_and_experiment, r
 
 def test_a_hung_command_ends_with_timeout(target_and_experiment, run_to_end, tmp_path):
     target, experiment = target_and_experiment
-    outcome = run_to_end(target, experiment, Invocation(["sh", "-c", "echo started; sleep 300"]),
-                         tmp_path / "exp.log", timeout=2)
+    hung = make_invocation(experiment, ["sh", "-c", "echo started; sleep 300"])
+    outcome = run_to_end(target, hung, tmp_path / "exp.log", timeout=2)
     assert outcome.status == "timeout", outcome
     assert "timeout" in outcome.message
     assert "started" in (tmp_path / "exp.log").read_text()
@@ -85,6 +85,6 @@ def test_describe_is_json_data_naming_the_command(target_and_experiment):
     import json
 
     target, experiment = target_and_experiment
-    described = target.describe(experiment, Invocation(["echo", "a b"]))
+    described = target.describe(make_invocation(experiment, ["echo", "a b"]))
     assert described["target"] == target.name
     assert "a b" in json.dumps(described)

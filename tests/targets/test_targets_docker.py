@@ -13,9 +13,10 @@ from typing import BinaryIO
 import pytest
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import Invocation, Mount
+from dlbs.recipes import Mount
 from dlbs.run.targets import get_target
 from dlbs.run.targets.docker import DockerTarget
+from tests.targets.conftest import make_invocation
 
 pytestmark = pytest.mark.docker
 
@@ -46,63 +47,18 @@ def _containers_of(docker_client, exp_id: str) -> list:
     return docker_client.containers.list(all=True, filters={"label": f"dlbs.exp_id={exp_id}"})
 
 
-# -- the request, without running anything ----------------------------------------------
-
-
-def test_gpus_are_requested_by_id_and_renumbered_inside(target, experiment):
-    request = target.request(experiment, Invocation(["python"], gpus=["2", "5"]))
-    kwargs = request["kwargs"]
-    assert kwargs["device_requests"] == [{"Driver": "nvidia", "DeviceIDs": ["2", "5"],
-                                          "Capabilities": [["gpu"]]}]
-    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0,1"
-    cli = target.cli_argv(experiment, Invocation(["python"], gpus=["2", "5"]), request)
-    assert cli[cli.index("--gpus") + 1] == '"device=2,5"'
-
-
-def test_nvidia_runtime_selects_gpus_through_its_variable(target, experiment):
-    experiment["exp.docker_args"] = ["--runtime=nvidia"]
-    kwargs = target.request(experiment, Invocation(["python"], gpus=["3"]))["kwargs"]
-    assert "device_requests" not in kwargs
-    assert kwargs["runtime"] == "nvidia"
-    assert kwargs["environment"]["NVIDIA_VISIBLE_DEVICES"] == "3"
-    assert kwargs["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
-
-
-def test_gpus_flag_in_docker_args_conflicts_with_exp_gpus(target, experiment):
-    experiment["exp.docker_args"] = ["--gpus all"]
-    with pytest.raises(LaunchError, match="--gpus conflicts with exp.gpus"):
-        target.request(experiment, Invocation(["python"], gpus=["0"]))
-
-
-def test_request_layers_environment_mounts_and_workdir(target, experiment):
-    experiment.update({"exp.docker_args": ["-e A=user -e B=user -w /user"],
-                       "runtime.env.B": "param", "runtime.launcher": "env X=1"})
-    invocation = Invocation(["python", "bench.py"], env={"C": "recipe"}, workdir="/recipe",
-                            mounts=[Mount("/host/a b", "/workspace/code", read_only=True)])
-    described = target.describe(experiment, invocation)
-    kwargs = described["kwargs"]
-    assert kwargs["environment"] == {"A": "user", "B": "param", "C": "recipe"}
-    assert kwargs["working_dir"] == "/user"
-    assert kwargs["mounts"] == [{"Target": "/workspace/code", "Source": "/host/a b",
-                                 "Type": "bind", "ReadOnly": True}]
-    assert described["command"] == ["env", "X=1", "python", "bench.py"]
-    cli = described["cli"]
-    assert cli[:2] == ["docker", "run"]
-    assert cli[-5:] == [experiment["exp.docker_image"], "env", "X=1", "python", "bench.py"]
-    assert "/host/a b:/workspace/code:ro" in cli
-
-
 # -- before the sweep -------------------------------------------------------------------
 
 
 def test_preflight_accepts_a_good_sweep(target, experiment):
-    target.preflight([experiment, dict(experiment, **{"exp.id": "second"})])
+    target.preflight([make_invocation(experiment, ["true"]),
+                      make_invocation(dict(experiment, **{"exp.id": "second"}), ["true"])])
 
 
 def test_preflight_reports_a_missing_image(target, experiment):
     experiment["exp.docker_image"] = "dlbs-no-such-image:0.0"
     with pytest.raises(LaunchError) as caught:
-        target.preflight([experiment])
+        target.preflight([make_invocation(experiment, ["true"])])
     assert "image 'dlbs-no-such-image:0.0' is not in the Docker Engine" in caught.value.message
     assert "docker-test" in caught.value.message
     assert "docker pull" in caught.value.hint
@@ -112,36 +68,36 @@ def test_preflight_reports_a_daemon_that_does_not_answer(experiment, tmp_path, m
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/docker.sock")
     unreachable = DockerTarget()
     with pytest.raises(LaunchError) as caught:
-        unreachable.preflight([experiment])
+        unreachable.preflight([make_invocation(experiment, ["true"])])
     unreachable.close()
     assert f"the Docker Engine at unix://{tmp_path}/docker.sock does not answer" \
         in caught.value.message
     assert "dockerd" in caught.value.hint
 
 
-def test_preflight_reports_an_unknown_flag(target, experiment):
+def test_an_unknown_flag_is_refused_before_anything_runs(experiment):
     experiment["exp.docker_args"] = ["--rm --shm-sise=1g"]
     with pytest.raises(LaunchError, match="unknown docker run flag '--shm-sise'"):
-        target.preflight([experiment])
+        make_invocation(experiment, ["true"])
 
 
 def test_preflight_reports_a_missing_nvidia_docker(target, experiment, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     experiment["exp.docker_launcher"] = "nvidia-docker"
     with pytest.raises(LaunchError, match="no nvidia-docker on PATH"):
-        target.preflight([experiment])
+        target.preflight([make_invocation(experiment, ["true"])])
 
 
 def test_a_gpu_request_fails_naming_the_missing_nvidia_runtime(target, sink, experiment,
                                                                docker_client):
     experiment["exp.gpus"] = "0"
     with pytest.raises(LaunchError) as caught:
-        target.preflight([experiment])
+        target.preflight([make_invocation(experiment, ["true"])])
     assert "NVIDIA runtime" in caught.value.message
     assert "NVIDIA Container Toolkit" in caught.value.hint
     # And the same when the sweep skipped the check: at run time, nothing left behind.
     with pytest.raises(LaunchError, match="NVIDIA runtime"):
-        target.run(experiment, Invocation(["true"], gpus=["0"]), sink, 30)
+        target.run(make_invocation(experiment, ["true"]), sink, 30)
     assert _containers_of(docker_client, "docker-test") == []
     assert docker_client.containers.list(all=True, filters={"label": "dlbs.probe"}) == []
 
@@ -149,7 +105,7 @@ def test_a_gpu_request_fails_naming_the_missing_nvidia_runtime(target, sink, exp
 def test_nvidia_runtime_flag_fails_naming_it(target, experiment):
     experiment.update({"exp.gpus": "0", "exp.docker_args": ["--runtime=nvidia"]})
     with pytest.raises(LaunchError, match="has no NVIDIA runtime"):
-        target.preflight([experiment])
+        target.preflight([make_invocation(experiment, ["true"])])
 
 
 # -- running ----------------------------------------------------------------------------
@@ -161,14 +117,14 @@ def test_output_streams_into_the_log_and_the_container_is_removed(target, experi
     shared.mkdir()
     script = ('echo "first in=$(pwd) gpus=[${CUDA_VISIBLE_DEVICES-unset}] v=$DLBS_V"; '
               'while [ ! -e /shared/release ]; do sleep 0.05; done; echo second >&2; exit 0')
-    invocation = Invocation(["sh", "-c", script], env={"DLBS_V": "a b"}, workdir="/shared",
-                            mounts=[Mount(str(shared), "/shared")])
+    invocation = make_invocation(experiment, ["sh", "-c", script], env={"DLBS_V": "a b"},
+                                 workdir="/shared", mounts=[Mount(str(shared), "/shared")])
     log_path = tmp_path / "exp.log"
     result = {}
     with open(log_path, "wb") as log:
         log.write(b"header\n")
         worker = threading.Thread(target=lambda: result.update(
-            outcome=target.run(experiment, invocation, log, 60)))
+            outcome=target.run(invocation, log, 60)))
         worker.start()
         deadline = time.monotonic() + 30
         while b"first" not in log_path.read_bytes() and time.monotonic() < deadline:
@@ -184,11 +140,12 @@ def test_output_streams_into_the_log_and_the_container_is_removed(target, experi
 
 
 def test_the_hosts_python_runs_in_the_test_image(target, experiment, test_image, tmp_path):
-    invocation = Invocation(["python", "-c", "import sys; print('python', sys.version_info[:2])"],
-                            mounts=test_image["mounts"])
+    invocation = make_invocation(
+        experiment, ["python", "-c", "import sys; print('python', sys.version_info[:2])"],
+        mounts=test_image["mounts"])
     log_path = tmp_path / "exp.log"
     with open(log_path, "wb") as log:
-        outcome = target.run(experiment, invocation, log, 60)
+        outcome = target.run(invocation, log, 60)
     assert outcome.status == "ok", log_path.read_text()
     assert "python (3, 11)" in log_path.read_text()
 
@@ -198,18 +155,18 @@ def test_torch_from_the_mounted_venv_runs_in_the_test_image(target, experiment, 
                                                             tmp_path):
     program = ("import torch; x = torch.ones(4, 4); "
                "print('torch', torch.__version__, (x @ x).sum().item())")
-    invocation = Invocation(["python3", "-c", program], mounts=test_image["mounts"],
-                            env={"OMP_NUM_THREADS": "1"})
+    invocation = make_invocation(experiment, ["python3", "-c", program],
+                                 mounts=test_image["mounts"], env={"OMP_NUM_THREADS": "1"})
     log_path = tmp_path / "exp.log"
     with open(log_path, "wb") as log:
-        outcome = target.run(experiment, invocation, log, 120)
+        outcome = target.run(invocation, log, 120)
     assert outcome.status == "ok", log_path.read_text()
     assert log_path.read_text().strip().endswith(" 64.0")
 
 
 def test_a_timed_out_container_is_stopped_and_removed(target, sink, experiment, docker_client):
     started = time.monotonic()
-    outcome = target.run(experiment, Invocation(["sleep", "300"]), sink, 1)
+    outcome = target.run(make_invocation(experiment, ["sleep", "300"]), sink, 1)
     assert outcome.status == "timeout"
     assert time.monotonic() - started < 15
     assert _containers_of(docker_client, "docker-test") == []
@@ -217,15 +174,15 @@ def test_a_timed_out_container_is_stopped_and_removed(target, sink, experiment, 
 
 def test_a_container_killed_by_a_signal_is_a_failure_naming_it(target, sink, experiment):
     # The container's PID 1 cannot be killed from inside; a benchmark process under it can.
-    outcome = target.run(experiment, Invocation(["sh", "-c", "sh -c 'kill -9 $$'; exit $?"]),
-                         sink, 30)
+    outcome = target.run(make_invocation(experiment,
+                                         ["sh", "-c", "sh -c 'kill -9 $$'; exit $?"]), sink, 30)
     assert (outcome.status, outcome.returncode) == ("failure", 137)
     assert "SIGKILL" in outcome.message
 
 
 def test_a_command_missing_in_the_image_is_a_failure(target, sink, experiment, docker_client):
     with pytest.raises(LaunchError, match="did not start"):
-        target.run(experiment, Invocation(["/no/such/benchmark"]), sink, 30)
+        target.run(make_invocation(experiment, ["/no/such/benchmark"]), sink, 30)
     assert _containers_of(docker_client, "docker-test") == []
 
 
@@ -241,21 +198,22 @@ def test_nvidia_docker_launcher_runs_the_equivalent_command_line(target, experim
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     experiment["exp.docker_launcher"] = "nvidia-docker"
-    target.preflight([experiment])
+    target.preflight([make_invocation(experiment, ["true"])])
     log_path = tmp_path / "exp.log"
     with open(log_path, "wb") as log:
-        outcome = target.run(experiment, Invocation(["sh", "-c", 'echo "in [$1] $DLBS_V"', "-",
-                                                     "a b"], env={"DLBS_V": "v"}), log, 60)
+        outcome = target.run(make_invocation(experiment, ["sh", "-c", 'echo "in [$1] $DLBS_V"',
+                                                          "-", "a b"], env={"DLBS_V": "v"}),
+                             log, 60)
     assert outcome.status == "ok", log_path.read_text()
     assert log_path.read_text() == "NV_GPU=[unset]\nin [a b] v\n"
     assert _containers_of(docker_client, "docker-test") == []
-    described = target.describe(experiment, Invocation(["x"], gpus=["1"]))
+    described = target.describe(make_invocation(dict(experiment, **{"exp.gpus": "1"}), ["x"]))
     assert described["cli"][0] == "nvidia-docker" and described["env"] == {"NV_GPU": "1"}
     assert "--gpus" not in described["cli"]
     assert Path(shim).exists()
     seen = []
     with open(log_path, "ab") as log:
-        outcome = target.run(experiment, Invocation(["sleep", "1"]), log, 60,
+        outcome = target.run(make_invocation(experiment, ["sleep", "1"]), log, 60,
                              on_start=lambda pid: seen.append(pid))
     assert outcome.status == "ok" and len(seen) == 1 and seen[0] > 1
 
@@ -273,7 +231,7 @@ def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
     started = time.monotonic()
-    outcome = target.run(experiment, Invocation(["sleep", "300"]), sink, 120)
+    outcome = target.run(make_invocation(experiment, ["sleep", "300"]), sink, 120)
     presser.join()
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 30
@@ -287,6 +245,7 @@ def test_on_start_gets_the_host_pid_of_the_containers_process(target, sink, expe
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             seen.append(cmdline.read().split(b"\0")[:2])
 
-    outcome = target.run(experiment, Invocation(["sleep", "0.5"]), sink, 30, on_start=started)
+    outcome = target.run(make_invocation(experiment, ["sleep", "0.5"]), sink, 30,
+                         on_start=started)
     assert outcome.status == "ok"
     assert seen == [[b"sleep", b"0.5"]]

@@ -11,8 +11,9 @@ import time
 import pytest
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import Invocation
+from dlbs.recipes import Invocation
 from dlbs.run.targets.local import LocalTarget
+from tests.targets.conftest import make_invocation
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_output_is_streamed_into_the_log_while_the_process_runs(target, tmp_path
     with open(log_path, "wb") as log:
         log.write(b"header\n")
         worker = threading.Thread(target=lambda: result.update(
-            outcome=target.run({}, Invocation(["sh", "-c", script]), log, 30)))
+            outcome=target.run(Invocation(["sh", "-c", script]), log, 30)))
         worker.start()
         deadline = time.monotonic() + 20
         while b"first" not in log_path.read_bytes() and time.monotonic() < deadline:
@@ -57,7 +58,7 @@ def test_output_is_streamed_into_the_log_while_the_process_runs(target, tmp_path
 
 def test_a_log_without_a_file_descriptor_gets_the_output_too(target):
     log = io.BytesIO()
-    outcome = target.run({}, Invocation(["sh", "-c", "echo out; echo err >&2"]), log, 10)
+    outcome = target.run(Invocation(["sh", "-c", "echo out; echo err >&2"]), log, 10)
     assert outcome.status == "ok"
     assert sorted(log.getvalue().split()) == [b"err", b"out"]
 
@@ -67,7 +68,7 @@ def test_timeout_kills_the_whole_process_group(target, tmp_path):
     # The leader ignores SIGTERM and leaves a background worker: both must go.
     script = f'trap "" TERM; sleep 300 & echo $$ $! > "{pids}"; wait'
     started = time.monotonic()
-    outcome = target.run({}, Invocation(["sh", "-c", script]), io.BytesIO(), 1.0)
+    outcome = target.run(Invocation(["sh", "-c", script]), io.BytesIO(), 1.0)
     assert outcome.status == "timeout"
     assert "1 s" in outcome.message
     assert time.monotonic() - started < 10
@@ -79,21 +80,21 @@ def test_timeout_kills_the_whole_process_group(target, tmp_path):
 
 
 def test_a_process_killed_by_a_signal_is_a_failure_naming_it(target):
-    outcome = target.run({}, Invocation(["sh", "-c", "kill -9 $$"]), io.BytesIO(), 10)
+    outcome = target.run(Invocation(["sh", "-c", "kill -9 $$"]), io.BytesIO(), 10)
     assert outcome.status == "failure"
     assert outcome.returncode == -signal.SIGKILL
     assert "SIGKILL" in outcome.message
 
 
 def test_a_non_zero_exit_is_a_failure(target):
-    outcome = target.run({}, Invocation(["sh", "-c", "exit 7"]), io.BytesIO(), 10)
+    outcome = target.run(Invocation(["sh", "-c", "exit 7"]), io.BytesIO(), 10)
     assert (outcome.status, outcome.returncode) == ("failure", 7)
     assert "status 7" in outcome.message
 
 
 def test_a_missing_program_is_a_failure_written_into_the_log(target):
     log = io.BytesIO()
-    outcome = target.run({}, Invocation(["/no/such/benchmark", "x"]), log, 10)
+    outcome = target.run(Invocation(["/no/such/benchmark", "x"]), log, 10)
     assert outcome.status == "failure"
     assert "/no/such/benchmark" in outcome.message
     assert b"/no/such/benchmark" in log.getvalue()
@@ -102,34 +103,39 @@ def test_a_missing_program_is_a_failure_written_into_the_log(target):
 def test_environment_layers_and_gpu_selection(target, monkeypatch):
     monkeypatch.setenv("DLBS_INHERITED", "from-parent")
     monkeypatch.setenv("DLBS_OVERRIDDEN", "from-parent")
-    experiment = {"runtime.env.DLBS_OVERRIDDEN": "from-param", "runtime.env.DLBS_FLAG": True}
-    invocation = Invocation(
+    experiment = {"runtime.env.DLBS_OVERRIDDEN": "from-param", "runtime.env.DLBS_FLAG": True,
+                  "exp.gpus": "1,3"}
+    invocation = make_invocation(
+        experiment,
         ["sh", "-c", 'echo "$DLBS_INHERITED|$DLBS_OVERRIDDEN|$DLBS_FLAG|$DLBS_RECIPE|'
                      '$CUDA_VISIBLE_DEVICES"'],
-        env={"DLBS_RECIPE": "from-recipe"}, gpus=["1", "3"])
+        env={"DLBS_RECIPE": "from-recipe"})
     log = io.BytesIO()
-    assert target.run(experiment, invocation, log, 10).status == "ok"
+    assert target.run(invocation, log, 10).status == "ok"
     assert log.getvalue() == b"from-parent|from-param|true|from-recipe|1,3\n"
     log = io.BytesIO()
     cpu = Invocation(["sh", "-c", 'echo "[${CUDA_VISIBLE_DEVICES-unset}]"'])
-    target.run({}, cpu, log, 10)
+    target.run(cpu, log, 10)
     assert log.getvalue() == b"[]\n"  # a CPU experiment sees no GPU
 
 
 def test_runtime_launcher_prefixes_the_command(target, tmp_path):
     experiment = {"runtime.launcher": ["env DLBS_VIA_LAUNCHER='yes it is'"]}
-    invocation = Invocation(["sh", "-c", 'echo "$DLBS_VIA_LAUNCHER"'])
-    assert target.describe(experiment, invocation)["argv"][:2] == [
-        "env", "DLBS_VIA_LAUNCHER=yes it is"]
+    invocation = make_invocation(experiment, ["sh", "-c", 'echo "$DLBS_VIA_LAUNCHER"'])
+    assert target.describe(invocation)["argv"][:2] == ["env", "DLBS_VIA_LAUNCHER=yes it is"]
     log = io.BytesIO()
-    assert target.run(experiment, invocation, log, 10).status == "ok"
+    assert target.run(invocation, log, 10).status == "ok"
     assert log.getvalue() == b"yes it is\n"
 
 
 def test_preflight_refuses_a_launcher_that_does_not_exist(target):
-    with pytest.raises(LaunchError, match="runtime.launcher: 'no-such-numactl' not found"):
-        target.preflight([{"exp.id": "e1", "runtime.launcher": "no-such-numactl -N 0"}])
-    target.preflight([{"runtime.launcher": "env"}, {}])
+    missing = make_invocation({"exp.id": "e1", "runtime.launcher": "no-such-numactl -N 0"},
+                              ["python3"])
+    with pytest.raises(LaunchError, match="'no-such-numactl' not found .*experiment e1's "
+                                          "command: runtime.launcher"):
+        target.preflight([missing])
+    target.preflight([make_invocation({"runtime.launcher": "env"}, ["true"]),
+                      make_invocation({}, ["true"])])
 
 
 def test_paths_with_spaces_work_everywhere(target, tmp_path):
@@ -139,14 +145,14 @@ def test_paths_with_spaces_work_everywhere(target, tmp_path):
     script.write_text('echo "cwd=$(pwd)" "arg=$1"\n')
     log_path = folder / "exp log.log"
     with open(log_path, "wb") as log:
-        outcome = target.run({}, Invocation(["sh", str(script), "data dir/with 'quote'"],
+        outcome = target.run(Invocation(["sh", str(script), "data dir/with 'quote'"],
                                             workdir=str(folder)), log, 10)
     assert outcome.status == "ok"
     assert log_path.read_text() == f"cwd={folder} arg=data dir/with 'quote'\n"
 
 
 def test_a_missing_working_directory_is_a_failure_naming_it(target, tmp_path):
-    outcome = target.run({}, Invocation(["true"], workdir=str(tmp_path / "gone")),
+    outcome = target.run(Invocation(["true"], workdir=str(tmp_path / "gone")),
                          io.BytesIO(), 10)
     assert outcome.status == "failure"
     assert "working directory" in outcome.message and "gone" in outcome.message
@@ -165,7 +171,7 @@ def test_ctrl_c_stops_the_child_and_returns_interrupted(target, tmp_path):
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
     started = time.monotonic()
-    outcome = target.run({}, Invocation(["sh", "-c", script]), io.BytesIO(), 60)
+    outcome = target.run(Invocation(["sh", "-c", script]), io.BytesIO(), 60)
     presser.join()
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 10
@@ -179,6 +185,6 @@ def test_on_start_gets_the_pid_of_the_running_benchmark(target):
             seen["argv"] = cmdline.read().split(b"\0")[:3]
         seen["pid"] = pid
 
-    outcome = target.run({}, Invocation(["sleep", "0.3"]), io.BytesIO(), 10, on_start=started)
+    outcome = target.run(Invocation(["sleep", "0.3"]), io.BytesIO(), 10, on_start=started)
     assert outcome.status == "ok"
     assert seen == {"argv": [b"sleep", b"0.3", b""], "pid": outcome.details["pid"]}

@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import Invocation, Outcome, requested_gpus, tokens
+from dlbs.recipes import Invocation, target_name
+from dlbs.recipes.invocation import requested_gpus, tokens
+from dlbs.run.outcome import Outcome
 from dlbs.run.targets import (
     ProcessTarget,
     SchedulerTarget,
     base,
     get_target,
     register_target,
-    target_for,
     targets,
 )
 
@@ -68,13 +69,13 @@ def test_an_unknown_target_lists_the_known_ones():
     ({"exp.scheduler": "slurm", "exp.docker": True}, "slurm"),
     ({"exp.scheduler": "slurm"}, "slurm"),
 ])
-def test_target_for_follows_the_parameters(experiment, name):
-    assert target_for(experiment) == name
+def test_the_target_follows_the_parameters(experiment, name):
+    assert target_name(experiment) == name
 
 
-def test_target_for_refuses_an_unknown_scheduler():
+def test_an_unknown_scheduler_is_refused():
     with pytest.raises(LaunchError, match="unknown scheduler 'pbs'"):
-        target_for({"exp.scheduler": "pbs"})
+        target_name({"exp.scheduler": "pbs"})
 
 
 @pytest.mark.parametrize(("value", "expected"), [

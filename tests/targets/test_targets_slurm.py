@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import Invocation
+from dlbs.recipes import Invocation
 from dlbs.run.targets import get_target
 from dlbs.run.targets.slurm import HOPELESS_REASONS, SlurmTarget, _seconds, parse_job_record
+from tests.targets.conftest import make_invocation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,9 +30,15 @@ def target() -> SlurmTarget:
     return target
 
 
-def _script(target: SlurmTarget, experiment: dict, invocation: Invocation,
-            log: str = "/logs/exp.log") -> str:
-    return target.script(experiment, invocation, log, log + ".sbatch")
+def _job(experiment: dict, argv: list[str], *, env: dict[str, str] | None = None,
+         workdir: str | None = None) -> Invocation:
+    """The invocation of `argv` for a SLURM experiment, as a recipe would complete it."""
+    return make_invocation({"exp.scheduler": "slurm", **experiment}, argv, env=env,
+                           workdir=workdir)
+
+
+def _script(target: SlurmTarget, invocation: Invocation, log: str = "/logs/exp.log") -> str:
+    return target.script(invocation, log, log + ".sbatch")
 
 
 # -- unit: the job script and scontrol's answers ------------------------------------------
@@ -62,10 +69,11 @@ def test_script_requests_what_the_experiment_says(target):
                   "slurm.time": "00:30:00", "slurm.gpus_per_node": 4, "slurm.nodes": 2,
                   "slurm.ntasks_per_node": 1, "runtime.env.NCCL_DEBUG": "INFO",
                   "runtime.launcher": "numactl --interleave=all"}
-    invocation = Invocation(["torchrun", "--nproc_per_node=4", "bench.py", "--data_dir",
-                             "/my data/it's"], env={"OMP_NUM_THREADS": "1"}, nodes=2,
-                            workdir="/work dir")
-    script = _script(target, experiment, invocation, "/logs/100% done.log")
+    experiment["exp.num_nodes"] = 2
+    invocation = _job(experiment, ["torchrun", "--nproc_per_node=4", "bench.py", "--data_dir",
+                                   "/my data/it's"], env={"OMP_NUM_THREADS": "1"},
+                      workdir="/work dir")
+    script = _script(target, invocation, "/logs/100% done.log")
     for line in ["#SBATCH --job-name=dlbs-e1", "#SBATCH --nodes=2",
                  "#SBATCH --ntasks-per-node=1", '#SBATCH --partition="gpu nodes"',
                  "#SBATCH --account=ml", "#SBATCH --time=00:30:00",
@@ -80,38 +88,38 @@ def test_script_requests_what_the_experiment_says(target):
 
 
 def test_time_limit_follows_exp_timeout_when_slurm_time_is_unset(target):
-    script = _script(target, {"exp.timeout": 90}, Invocation(["b"]))
+    script = _script(target, _job({"exp.timeout": 90}, ["b"]))
     assert "#SBATCH --time=3" in script.splitlines()  # 2 minutes, plus one as a margin
-    assert "--time" not in _script(target, {"exp.timeout": 0}, Invocation(["b"]))
+    assert "--time" not in _script(target, _job({"exp.timeout": 0}, ["b"]))
 
 
 def test_extra_args_go_on_the_sbatch_command_line(target):
     experiment = {"exp.log_file": "/logs/e.log",
                   "slurm.extra_args": ["--exclusive", "--mem 4G"]}
-    described = target.describe(experiment, Invocation(["b"]))
+    described = target.describe(_job(experiment, ["b"]))
     assert described["sbatch"] == ["sbatch", "--parsable", "--exclusive", "--mem", "4G",
                                    "/logs/e.log.sbatch"]
     assert "sbatch --exclusive --mem 4G /logs/e.log.sbatch" in described["script"]
 
 
-@pytest.mark.parametrize(("experiment", "invocation", "message"), [
-    ({"runtime.env.BAD-NAME": "1"}, Invocation(["b"]), "'BAD-NAME' is not a valid"),
-    ({"slurm.nodes": 1}, Invocation(["b"], nodes=2), "needs 2 node(s)"),
-    ({"slurm.nodes": "two"}, Invocation(["b"]), "slurm.nodes: expected a positive integer"),
-    ({"slurm.partition": 'a"b'}, Invocation(["b"]), "cannot put"),
+@pytest.mark.parametrize(("experiment", "message"), [
+    ({"runtime.env.BAD-NAME": "1"}, "'BAD-NAME' is not a valid"),
+    ({"slurm.nodes": 1, "exp.num_nodes": 2}, "needs 2 node(s)"),
+    ({"slurm.nodes": "two"}, "slurm.nodes: expected a positive integer"),
+    ({"slurm.partition": 'a"b'}, "cannot put"),
 ])
-def test_script_refuses_what_it_cannot_express(target, experiment, invocation, message):
+def test_script_refuses_what_it_cannot_express(target, experiment, message):
     with pytest.raises(LaunchError) as caught:
-        _script(target, experiment, invocation)
+        _script(target, _job(experiment, ["b"]))
     assert message in caught.value.message
 
 
 # -- real jobs on the test cluster ------------------------------------------------------
 
 
-def _submit(target: SlurmTarget, experiment: dict, invocation: Invocation, log: Path) -> str:
+def _submit(target: SlurmTarget, invocation: Invocation, log: Path) -> str:
     log.write_text("header\n")
-    return target.submit(experiment, invocation, str(log))
+    return target.submit(invocation, str(log))
 
 
 def _wait_for_state(job_id: str, wanted: str, limit: float = 30) -> None:
@@ -129,11 +137,12 @@ def _wait_for_state(job_id: str, wanted: str, limit: float = 30) -> None:
 def test_a_single_node_job_writes_into_the_log(target, slurm_cluster, tmp_path):
     log = tmp_path / "my logs" / "exp 1.log"
     log.parent.mkdir()
-    experiment = {"exp.id": "single", "runtime.env.DLBS_V": "a b"}
-    target.preflight([experiment])
-    job_id = _submit(target, experiment, Invocation(
+    invocation = _job(
+        {"exp.id": "single", "runtime.env.DLBS_V": "a b"},
         ["sh", "-c", 'echo "node=$SLURMD_NODENAME rank=$RANK/$WORLD_SIZE v=$DLBS_V cwd=$(pwd)"'],
-        workdir=str(tmp_path)), log)
+        workdir=str(tmp_path))
+    target.preflight([invocation])
+    job_id = _submit(target, invocation, log)
     outcome = target.wait(job_id, 60)
     assert outcome.status == "ok", (outcome, log.read_text())
     assert outcome.details["job_id"] == job_id
@@ -145,10 +154,11 @@ def test_a_single_node_job_writes_into_the_log(target, slurm_cluster, tmp_path):
 def test_a_two_node_job_runs_one_task_per_node_with_a_rendezvous(target, slurm_cluster,
                                                                  tmp_path):
     log = tmp_path / "exp.log"
-    invocation = Invocation(
+    invocation = _job(
+        {"exp.id": "two", "exp.num_nodes": 2},
         ["sh", "-c", 'echo "task $RANK/$WORLD_SIZE node=$SLURMD_NODENAME '
-                     'node_rank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT"'], nodes=2)
-    outcome = target.wait(_submit(target, {"exp.id": "two"}, invocation, log), 60)
+                     'node_rank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT"'])
+    outcome = target.wait(_submit(target, invocation, log), 60)
     assert outcome.status == "ok", (outcome, log.read_text())
     lines = sorted(line.split(" master=") for line in log.read_text().splitlines()[1:])
     assert [line[0] for line in lines] == ["task 0/2 node=node1 node_rank=0",
@@ -169,9 +179,9 @@ def test_a_two_node_pytorch_job_meets_at_the_rendezvous(target, slurm_cluster, t
         dist.destroy_process_group()
     """)
     log = tmp_path / "exp.log"
-    invocation = Invocation([sys.executable, "-c", program], nodes=2,
-                            env={"OMP_NUM_THREADS": "1"})
-    outcome = target.wait(_submit(target, {"exp.id": "torch2"}, invocation, log), 120)
+    invocation = _job({"exp.id": "torch2", "exp.num_nodes": 2}, [sys.executable, "-c", program],
+                      env={"OMP_NUM_THREADS": "1"})
+    outcome = target.wait(_submit(target, invocation, log), 120)
     assert outcome.status == "ok", (outcome, log.read_text())
     assert sorted(line for line in log.read_text().splitlines() if line.startswith("rank")) == [
         "rank 0 of 2 sum 3", "rank 1 of 2 sum 3"]
@@ -179,7 +189,7 @@ def test_a_two_node_pytorch_job_meets_at_the_rendezvous(target, slurm_cluster, t
 
 @pytest.mark.slurm
 def test_a_cancelled_job_is_recorded_with_its_reason(target, slurm_cluster, tmp_path):
-    job_id = _submit(target, {"exp.id": "cancel"}, Invocation(["sleep", "300"]),
+    job_id = _submit(target, _job({"exp.id": "cancel"}, ["sleep", "300"]),
                      tmp_path / "exp.log")
     _wait_for_state(job_id, "RUNNING")
     subprocess.run(["scancel", job_id], check=True)
@@ -192,14 +202,13 @@ def test_a_cancelled_job_is_recorded_with_its_reason(target, slurm_cluster, tmp_
 @pytest.mark.slurm
 def test_a_failing_job_is_recorded_with_slurms_reason(target, slurm_cluster, tmp_path):
     log = tmp_path / "exp.log"
-    job_id = _submit(target, {"exp.id": "fail"}, Invocation(["sh", "-c", "echo bad; exit 5"]),
-                     log)
+    job_id = _submit(target, _job({"exp.id": "fail"}, ["sh", "-c", "echo bad; exit 5"]), log)
     outcome = target.wait(job_id, 60)
     assert (outcome.status, outcome.returncode) == ("failure", 5)
     assert outcome.message == f"SLURM job {job_id} FAILED (reason NonZeroExitCode, exit status 5)"
     assert "bad" in log.read_text()
-    killed = target.wait(_submit(target, {"exp.id": "killed"},
-                                 Invocation(["sh", "-c", "kill -9 $$"]), log), 60)
+    killed = target.wait(_submit(target, _job({"exp.id": "killed"}, ["sh", "-c", "kill -9 $$"]),
+                                 log), 60)
     assert killed.status == "failure" and "SIGKILL" in killed.message
 
 
@@ -210,10 +219,11 @@ def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
     log.write_text("header\n")
     submitter = textwrap.dedent(f"""
         import os, sys
-        from dlbs.run.invocation import Invocation
+        from dlbs.recipes import assemble
         from dlbs.run.targets import get_target
-        job = get_target("slurm").submit({{"exp.id": "orphan"}},
-            Invocation(["sh", "-c", "sleep 4; echo finished"]), {str(log)!r})
+        job = get_target("slurm").submit(
+            assemble({{"exp.id": "orphan", "exp.scheduler": "slurm"}},
+                     ["sh", "-c", "sleep 4; echo finished"]), {str(log)!r})
         print(job, flush=True)
         os._exit(9)
     """)
@@ -235,7 +245,7 @@ def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
 def test_a_job_the_cluster_can_never_run_is_cancelled_with_the_reason(target, slurm_cluster,
                                                                      tmp_path):
     target.hopeless_after = 1.0
-    job_id = _submit(target, {"exp.id": "huge", "slurm.nodes": 3}, Invocation(["true"]),
+    job_id = _submit(target, _job({"exp.id": "huge", "slurm.nodes": 3}, ["true"]),
                      tmp_path / "exp.log")
     outcome = target.wait(job_id, 60)
     assert outcome.status == "failure"
@@ -253,7 +263,7 @@ def test_an_unknown_job_is_a_failure_saying_so(target, slurm_cluster):
 
 @pytest.mark.slurm
 def test_ctrl_c_while_waiting_cancels_the_job(target, slurm_cluster, tmp_path):
-    job_id = _submit(target, {"exp.id": "ctrl-c"}, Invocation(["sleep", "300"]),
+    job_id = _submit(target, _job({"exp.id": "ctrl-c"}, ["sleep", "300"]),
                      tmp_path / "exp.log")
     _wait_for_state(job_id, "RUNNING")
     threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -264,9 +274,9 @@ def test_ctrl_c_while_waiting_cancels_the_job(target, slurm_cluster, tmp_path):
 
 @pytest.mark.slurm
 def test_preflight_accepts_the_cluster_and_refuses_an_unknown_partition(target, slurm_cluster):
-    target.preflight([{"exp.id": "a", "slurm.partition": "debug"}])
+    target.preflight([_job({"exp.id": "a", "slurm.partition": "debug"}, ["true"])])
     with pytest.raises(LaunchError, match="no partition 'nope'"):
-        target.preflight([{"exp.id": "a", "slurm.partition": "nope"}])
+        target.preflight([_job({"exp.id": "a", "slurm.partition": "nope"}, ["true"])])
 
 
 @pytest.mark.slurm
@@ -277,7 +287,7 @@ def test_preflight_reports_an_unreachable_controller(target, slurm_cluster, tmp_
     wrong.write_text(conf.replace("SlurmctldPort=6817", "SlurmctldPort=6899"))
     monkeypatch.setenv("SLURM_CONF", str(wrong))
     with pytest.raises(LaunchError) as caught:
-        target.preflight([{"exp.id": "a"}])
+        target.preflight([_job({"exp.id": "a"}, ["true"])])
     assert caught.value.message.startswith("the SLURM controller does not answer: ")
     assert "DOWN" in caught.value.message
     assert "slurmctld" in caught.value.hint
@@ -287,14 +297,14 @@ def test_preflight_reports_an_unreachable_controller(target, slurm_cluster, tmp_
 def test_preflight_reports_missing_slurm_commands(target, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LaunchError, match="sbatch is not on PATH"):
-        target.preflight([{"exp.id": "a"}])
+        target.preflight([_job({"exp.id": "a"}, ["true"])])
 
 
 @pytest.mark.slurm
 def test_sbatch_refusing_a_job_is_a_launch_error(target, slurm_cluster, tmp_path):
     with pytest.raises(LaunchError, match="sbatch refused the job of experiment bad"):
-        _submit(target, {"exp.id": "bad", "slurm.extra_args": "--no-such-option"},
-                Invocation(["true"]), tmp_path / "exp.log")
+        _submit(target, _job({"exp.id": "bad", "slurm.extra_args": "--no-such-option"},
+                             ["true"]), tmp_path / "exp.log")
 
 
 @pytest.mark.slurm
@@ -303,18 +313,19 @@ def test_a_container_job_runs_the_image_on_the_nodes(target, slurm_cluster, test
                                                      tmp_path):
     experiment = {"exp.id": "in-docker", "exp.docker": True,
                   "exp.docker_image": test_image["name"], "exp.docker_args": ["--ipc=host"]}
-    target.preflight([experiment])
     log = tmp_path / "exp.log"
-    invocation = Invocation(["sh", "-c", 'echo "in container rank=$RANK v=$V"'], env={"V": "1"})
-    described = target.describe(experiment, invocation)
+    invocation = _job(experiment, ["sh", "-c", 'echo "in container rank=$RANK v=$V"'],
+                      env={"V": "1"})
+    target.preflight([invocation])
+    described = target.describe(invocation)
     assert "docker run" in described["script"].replace(" \\\n    ", " ")
-    outcome = target.wait(_submit(target, experiment, invocation, log), 60)
+    outcome = target.wait(_submit(target, invocation, log), 60)
     assert outcome.status == "ok", (outcome, log.read_text())
     assert "in container rank=0 v=1" in log.read_text()
 
 
 def test_described_request_is_json(target):
-    described = target.describe({"exp.log_file": "x.log"}, Invocation(["b"]))
+    described = target.describe(_job({"exp.log_file": "x.log"}, ["b"]))
     assert json.loads(json.dumps(described)) == described
 
 
@@ -322,8 +333,8 @@ def test_described_request_is_json(target):
 
 
 def test_an_array_refuses_experiments_whose_requests_differ(target):
-    entries = [({"exp.id": "a", "slurm.time": "10"}, Invocation(["b"]), "/l/a.log"),
-               ({"exp.id": "b", "slurm.time": "20"}, Invocation(["b"]), "/l/b.log")]
+    entries = [(_job({"exp.id": "a", "slurm.time": "10"}, ["b"]), "/l/a.log"),
+               (_job({"exp.id": "b", "slurm.time": "20"}, ["b"]), "/l/b.log")]
     with pytest.raises(LaunchError, match="cannot share a job array: their requests differ "
                                           "in time"):
         target.array_script(entries, "/l/array.sbatch")
@@ -333,23 +344,23 @@ def test_an_array_refuses_experiments_whose_requests_differ(target):
 def test_a_job_array_runs_each_experiment_into_its_own_log(target, slurm_cluster, tmp_path):
     program = 'import sys\nprint("multi-line", sys.argv[1])\n'  # a token that spans lines
     entries = [
-        ({"exp.id": "arr-ok", "runtime.env.V": "one"},
-         Invocation(["sh", "-c", 'echo "first $V $(pwd)"'], workdir=str(tmp_path)),
+        (_job({"exp.id": "arr-ok", "runtime.env.V": "one"},
+              ["sh", "-c", 'echo "first $V $(pwd)"'], workdir=str(tmp_path)),
          tmp_path / "first log.log"),
-        ({"exp.id": "arr-py"}, Invocation([sys.executable, "-c", program, "a b"]),
+        (_job({"exp.id": "arr-py"}, [sys.executable, "-c", program, "a b"]),
          tmp_path / "second.log"),
-        ({"exp.id": "arr-fail"}, Invocation(["sh", "-c", "echo third; exit 4"]),
+        (_job({"exp.id": "arr-fail"}, ["sh", "-c", "echo third; exit 4"]),
          tmp_path / "third.log"),
     ]
-    for _, _, log in entries:
+    for _, log in entries:
         log.write_text("header\n")
-    job_ids = target.submit_array([(e, i, str(log)) for e, i, log in entries],
+    job_ids = target.submit_array([(i, str(log)) for i, log in entries],
                                   str(tmp_path / "array.sbatch"))
     assert len(job_ids) == 3 and all(j.endswith(f"_{n}") for n, j in enumerate(job_ids))
     outcomes = [target.wait(job_id, 60) for job_id in job_ids]
     assert [o.status for o in outcomes] == ["ok", "ok", "failure"], outcomes
     assert outcomes[2].returncode == 4
-    assert entries[0][2].read_text() == f"header\nfirst one {tmp_path}\n"
-    assert entries[1][2].read_text() == "header\nmulti-line a b\n"
-    third = entries[2][2].read_text()  # srun's own messages may come first
+    assert entries[0][1].read_text() == f"header\nfirst one {tmp_path}\n"
+    assert entries[1][1].read_text() == "header\nmulti-line a b\n"
+    third = entries[2][1].read_text()  # srun's own messages may come first
     assert third.startswith("header\n") and "third\n" in third

@@ -1,4 +1,4 @@
-"""LANGUAGE.md section 1 (files, layers, includes) and section 2 (YAML 1.2, definitions)."""
+"""docs/language.md section 1 (files, layers, includes, YAML 1.2) and section 2 (definitions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LANGUAGE.md, rule by rule: each row is a spec and the plan it must give."""
+"""docs/language.md, rule by rule: each row is a spec and the plan it must give."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def P(**params: Any) -> dict[str, Any]:
 
 # (id, spec, env, expected plan: a list of the experiments, each compared key by key)
 RESOLVES = [
-    # Worked examples of LANGUAGE.md.
+    # Worked examples: docs/language.md section 10.
     ("worked-refs", P(a="x", b="${a}-y", c="$<b>/${a}"), {},
      [{"a": "x", "b": "x-y", "c": "x-y/x"}]),
     ("worked-product", {"variables": {"v1": [1, 2], "v2": ["a", "b"]}}, {},

@@ -1,9 +1,10 @@
 """The execution targets and their registry.
 
 A target runs one experiment's `Invocation` somewhere: `local` (a child process), `docker`
-(the Docker Engine, through its SDK) or `slurm` (a batch job). Targets register themselves
-with `@register_target(name)`; a target whose dependency is missing still registers, with the
-reason, which is reported only when someone selects it.
+(the Docker Engine, through its SDK) or `slurm` (a batch job); the invocation names its
+target (`Invocation.target`). Targets register themselves with `@register_target(name)`; a
+target whose dependency is missing still registers, with the reason, which is reported only
+when someone selects it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dlbs.run.targets.base import (
     Target,
     get_target,
     register_target,
-    target_for,
     targets,
 )
 
@@ -24,6 +24,5 @@ __all__ = [
     "Target",
     "get_target",
     "register_target",
-    "target_for",
     "targets",
 ]

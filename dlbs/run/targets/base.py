@@ -1,6 +1,7 @@
 """The target interface and the registry of targets.
 
-Two kinds of target share `preflight` and `describe`:
+A target reads only the `Invocation` a recipe built (`dlbs.recipes`), never an experiment's
+raw parameters. Two kinds of target share `preflight` and `describe`:
 - a `ProcessTarget` (local, docker) runs an invocation to the end in `run`, streaming its
   output into the experiment's log;
 - a `SchedulerTarget` (slurm) splits that into `submit`, which returns a job id at once, and
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import abc
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, ClassVar, TypeVar
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import Invocation, Outcome
+from dlbs.recipes.invocation import Invocation
+from dlbs.run.outcome import Outcome
 
-Experiment = Mapping[str, Any]
 #: Called with the host PID of a started benchmark's process tree.
 OnStart = Callable[[int], None]
 
@@ -36,15 +37,15 @@ class Target(abc.ABC):
     summary: ClassVar[str] = ""
 
     @abc.abstractmethod
-    def preflight(self, experiments: Sequence[Experiment]) -> None:
-        """Check, before anything runs, that every given experiment can be started here.
+    def preflight(self, invocations: Sequence[Invocation]) -> None:
+        """Check, before anything runs, that every given invocation can be started here.
 
         Raises `LaunchError` with one clear line (daemon down, image missing, scheduler
-        unreachable, a malformed argument list) naming the thing and the experiment.
+        unreachable, a program not found) naming the thing and the experiment.
         """
 
     @abc.abstractmethod
-    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+    def describe(self, invocation: Invocation) -> dict[str, Any]:
         """The exact request this target would make, as JSON-ready data (for --dry-run)."""
 
     def close(self) -> None:
@@ -56,8 +57,8 @@ class ProcessTarget(Target):
     """A target that runs an invocation to its end and streams its output into a log."""
 
     @abc.abstractmethod
-    def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
-            timeout: float | None, *, on_start: OnStart | None = None) -> Outcome:
+    def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
+            on_start: OnStart | None = None) -> Outcome:
         """Run the invocation; its stdout and stderr go into `log` as they come.
 
         `timeout` (seconds; None or 0 = no limit) ends it with status timeout. A
@@ -73,7 +74,7 @@ class SchedulerTarget(Target):
     """A target that hands invocations to a batch scheduler and tracks them by job id."""
 
     @abc.abstractmethod
-    def submit(self, experiment: Experiment, invocation: Invocation, log_path: str) -> str:
+    def submit(self, invocation: Invocation, log_path: str) -> str:
         """Submit the invocation as a job whose output is appended to `log_path`; its id."""
 
     @abc.abstractmethod
@@ -138,24 +139,3 @@ def get_target(name: str) -> Target:
     if cls.unavailable:
         raise LaunchError(f"execution target {name!r} cannot be used here: {cls.unavailable}")
     return cls()
-
-
-def _truthy(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
-
-
-def target_for(experiment: Experiment) -> str:
-    """The target an experiment's parameters select.
-
-    `exp.scheduler: slurm` -> slurm (which starts a container itself when `exp.docker` is
-    true), else `exp.docker: true` -> docker, else local.
-    """
-    scheduler = str(experiment.get("exp.scheduler") or "none")
-    if scheduler == "slurm":
-        return "slurm"
-    if scheduler != "none":
-        raise LaunchError(f"exp.scheduler: unknown scheduler {scheduler!r}",
-                          hint="use none or slurm")
-    return "docker" if _truthy(experiment.get("exp.docker", False)) else "local"

@@ -1,15 +1,11 @@
 """The `docker` target: the benchmark in a container of the Docker Engine.
 
-Through the Docker SDK for Python (`docker==7.2.0`), or, when `exp.docker_launcher` is
-`nvidia-docker`, through the legacy `nvidia-docker` binary with the equivalent CLI flags.
-
-The container's request is built from, in order of precedence (later wins):
-`exp.docker_args` (translated flag by flag, see `docker_args`), then dlbs's own: the
-experiment's `runtime.env.*` and the invocation's environment, its mounts, and its GPUs. GPUs
-are requested for exactly the selected host ids (a device request for the `nvidia` driver,
-or `NVIDIA_VISIBLE_DEVICES` with `--runtime=nvidia`), and `CUDA_VISIBLE_DEVICES` inside is
-renumbered from 0, since the container sees only those. The container is removed afterwards,
-whatever happened; its output is streamed into the experiment's log as it comes.
+Through the Docker SDK for Python (`docker==7.2.0`), or, when the container's launcher is
+`nvidia-docker`, through the legacy `nvidia-docker` binary with the equivalent CLI flags. The
+request (image, the user's flags translated once, dlbs's environment, mounts and GPUs) comes
+whole from the invocation's `ContainerSpec`, rendered by `dlbs.recipes.container`. The
+container is removed afterwards, whatever happened; its output is streamed into the
+experiment's log as it comes.
 """
 
 from __future__ import annotations
@@ -19,26 +15,14 @@ import shutil
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import (
-    FAILURE,
-    INTERRUPTED,
-    OK,
-    TIMEOUT,
-    Invocation,
-    Outcome,
-    experiment_env,
-    experiment_label,
-    requested_gpus,
-    tokens,
-)
-from dlbs.run.targets.base import Experiment, OnStart, ProcessTarget, register_target
-from dlbs.run.targets.docker_args import DockerArgs, translate
-from dlbs.run.targets.local import launcher_prefix
+from dlbs.recipes.container import cli_argv, container_of, sdk_request
+from dlbs.recipes.invocation import Invocation
+from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
+from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
 
 try:
@@ -52,37 +36,8 @@ except ImportError as _error:  # the target still registers, and says why it can
 else:
     _MISSING = None
 
-LAUNCHERS = ("docker", "nvidia-docker")
 NVIDIA_HINT = ("install the NVIDIA Container Toolkit on the Docker host and restart dockerd, "
                "or run this experiment on the CPU (exp.gpus: '')")
-
-
-def _docker_args(experiment: Experiment) -> DockerArgs:
-    where = f"exp.docker_args of experiment {experiment_label(experiment)}"
-    return translate(tokens(experiment.get("exp.docker_args"), "exp.docker_args"), where)
-
-
-def _launcher(experiment: Experiment) -> str:
-    launcher = str(experiment.get("exp.docker_launcher") or "docker")
-    if launcher not in LAUNCHERS:
-        raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
-                          f"(experiment {experiment_label(experiment)})",
-                          hint="use docker or nvidia-docker")
-    return launcher
-
-
-def _image(experiment: Experiment) -> str:
-    image = str(experiment.get("exp.docker_image") or "")
-    if not image:
-        raise LaunchError(f"exp.docker_image is empty (experiment {experiment_label(experiment)})",
-                          hint="set exp.docker_image, or exp.docker: false for bare metal")
-    return image
-
-
-def _container_name(experiment: Experiment) -> str:
-    stem = "".join(c if c.isalnum() or c in "_.-" else "-"
-                   for c in str(experiment.get("exp.id") or "exp"))[:40]
-    return f"dlbs-{stem}-{uuid.uuid4().hex[:8]}"
 
 
 def _is_nvidia_error(error: Exception) -> bool:
@@ -109,89 +64,12 @@ class DockerTarget(ProcessTarget):
 
     # -- the request -------------------------------------------------------------------
 
-    def request(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
-        """The container request as plain data: image, command, SDK keyword arguments.
-
-        `ignored` lists the docker_args flags that have no effect here, with the reason.
-        """
-        args = _docker_args(experiment)
-        kwargs = args.kwargs
-        if invocation.gpus and "device_requests" in kwargs:
-            raise LaunchError(
-                f"exp.docker_args of experiment {experiment_label(experiment)}: --gpus "
-                "conflicts with exp.gpus", hint="remove --gpus: dlbs requests exactly "
-                "the GPUs of exp.gpus")
-        kwargs["environment"] = {**kwargs.get("environment", {}),
-                                 **self._own_env(experiment, invocation, kwargs)}
-        if invocation.gpus and kwargs.get("runtime") != "nvidia":
-            kwargs["device_requests"] = [{"Driver": "nvidia", "DeviceIDs": list(invocation.gpus),
-                                          "Capabilities": [["gpu"]]}]
-        mounts = [{"Target": m.container, "Source": m.host, "Type": "bind",
-                   "ReadOnly": m.read_only} for m in invocation.mounts]
-        if mounts:
-            kwargs["mounts"] = kwargs.get("mounts", []) + mounts
-        if invocation.workdir:
-            kwargs.setdefault("working_dir", invocation.workdir)
-        kwargs["labels"] = {**kwargs.get("labels", {}),
-                            "dlbs.exp_id": str(experiment.get("exp.id") or "")}
-        kwargs.setdefault("name", _container_name(experiment))
-        return {"image": _image(experiment),
-                "command": launcher_prefix(experiment) + list(invocation.argv),
-                "kwargs": kwargs, "ignored": args.ignored}
-
-    @staticmethod
-    def _own_env(experiment: Experiment, invocation: Invocation,
-                 kwargs: dict[str, Any]) -> dict[str, str]:
-        """The environment dlbs gives the container: runtime.env.*, the invocation's, GPUs."""
-        env = experiment_env(experiment)
-        env.update(invocation.env)
-        if invocation.gpus:
-            # The container sees only the selected GPUs, numbered from 0.
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(invocation.gpus)))
-            if kwargs.get("runtime") == "nvidia":
-                env["NVIDIA_VISIBLE_DEVICES"] = ",".join(invocation.gpus)
-        return env
-
-    def cli_argv(self, experiment: Experiment, invocation: Invocation,
-                 request: dict[str, Any] | None = None) -> list[str]:
-        """The equivalent `docker run` (or `nvidia-docker run`) command line, as tokens.
-
-        The user's docker_args come first, dlbs's flags after them, so that dlbs's
-        environment wins as it does in the SDK request.
-        """
-        launcher = _launcher(experiment)
-        request = request or self.request(experiment, invocation)
-        kwargs = request["kwargs"]
-        user_args = _docker_args(experiment).kwargs
-        argv = [launcher, "run"]
-        user_tokens = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
-        if "--rm" not in user_tokens:
-            argv.append("--rm")
-        if "name" not in user_args:
-            argv += ["--name", kwargs["name"]]
-        argv += ["--label", f"dlbs.exp_id={kwargs['labels']['dlbs.exp_id']}"]
-        argv += user_tokens
-        for mount in invocation.mounts:
-            if ":" in mount.host + mount.container:
-                argv += ["--mount", f"type=bind,source={mount.host},target={mount.container}"
-                         + (",readonly" if mount.read_only else "")]
-            else:
-                argv += ["-v", f"{mount.host}:{mount.container}"
-                         + (":ro" if mount.read_only else "")]
-        for name, value in self._own_env(experiment, invocation, kwargs).items():
-            argv += ["-e", f"{name}={value}"]
-        if invocation.workdir and "working_dir" not in user_args:
-            argv += ["-w", invocation.workdir]
-        if launcher == "docker" and invocation.gpus and kwargs.get("runtime") != "nvidia":
-            argv += ["--gpus", '"device=' + ",".join(invocation.gpus) + '"']
-        return argv + [request["image"]] + request["command"]
-
-    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+    def describe(self, invocation: Invocation) -> dict[str, Any]:
         """The SDK request, and the equivalent command line."""
-        request = self.request(experiment, invocation)
-        described = {"target": self.name, "launcher": _launcher(experiment), **request,
-                     "cli": self.cli_argv(experiment, invocation, request)}
-        if described["launcher"] == "nvidia-docker" and invocation.gpus:
+        spec = container_of(invocation)
+        described = {"target": self.name, "launcher": spec.launcher,
+                     **sdk_request(invocation), "cli": cli_argv(invocation)}
+        if spec.launcher == "nvidia-docker" and invocation.gpus:
             described["env"] = {"NV_GPU": ",".join(invocation.gpus)}
         return described
 
@@ -229,57 +107,56 @@ class DockerTarget(ProcessTarget):
                                   hint=hint) from error
         return self._client
 
-    def preflight(self, experiments: Sequence[Experiment]) -> None:
-        """Arguments, launchers, the daemon, the images, and the NVIDIA runtime for GPUs."""
-        images: dict[str, Experiment] = {}
-        gpu_experiments: list[Experiment] = []
-        for experiment in experiments:
-            _docker_args(experiment)
-            launcher = _launcher(experiment)
-            images.setdefault(_image(experiment), experiment)
-            if launcher == "nvidia-docker" and shutil.which("nvidia-docker") is None:
+    def preflight(self, invocations: Sequence[Invocation]) -> None:
+        """Launchers, the daemon, the images, and the NVIDIA runtime for GPUs."""
+        images: dict[str, Invocation] = {}
+        gpu_invocations: list[Invocation] = []
+        for invocation in invocations:
+            spec = container_of(invocation)
+            images.setdefault(spec.image, invocation)
+            if spec.launcher == "nvidia-docker" and shutil.which("nvidia-docker") is None:
                 raise LaunchError(
                     f"exp.docker_launcher is nvidia-docker, but there is no nvidia-docker "
-                    f"on PATH (experiment {experiment_label(experiment)})",
+                    f"on PATH (experiment {invocation.label})",
                     hint="install nvidia-docker, or set exp.docker_launcher: docker "
                          "(GPUs then go through device requests)")
-            if launcher == "docker" and requested_gpus(experiment):
-                gpu_experiments.append(experiment)
-        if not experiments:
+            if spec.launcher == "docker" and invocation.gpus:
+                gpu_invocations.append(invocation)
+        if not invocations:
             return
         client = self.client
-        for image, experiment in images.items():
+        for image, invocation in images.items():
             try:
                 client.images.get(image)
             except docker.errors.ImageNotFound:
                 raise LaunchError(
                     f"image {image!r} is not in the Docker Engine (exp.docker_image of "
-                    f"experiment {experiment_label(experiment)})",
+                    f"experiment {invocation.label})",
                     hint=f"pull or build it first (docker pull {image}); dlbs never pulls "
                          "images itself") from None
             except docker.errors.APIError as error:
                 raise LaunchError(f"cannot inspect image {image!r}: {error}") from error
-        if gpu_experiments:
-            self._check_nvidia(gpu_experiments[0])
+        if gpu_invocations:
+            self._check_nvidia(gpu_invocations[0])
 
-    def _check_nvidia(self, experiment: Experiment) -> None:
+    def _check_nvidia(self, invocation: Invocation) -> None:
         """Is there a way to hand GPUs to a container? Probe with a real request if unsure."""
+        spec = container_of(invocation)
         runtimes = sorted((self.client.info().get("Runtimes") or {}).keys())
-        uses_runtime = _docker_args(experiment).kwargs.get("runtime") == "nvidia"
         if "nvidia" in runtimes:
             return
-        if uses_runtime:
+        if spec.uses_nvidia_runtime:
             raise LaunchError(
-                f"experiment {experiment_label(experiment)} asks for GPUs with "
-                f"--runtime=nvidia, but the Docker Engine has no NVIDIA runtime (its "
-                f"runtimes: {', '.join(runtimes)})", hint=NVIDIA_HINT)
+                f"experiment {invocation.label} asks for GPUs with --runtime=nvidia, but the "
+                f"Docker Engine has no NVIDIA runtime (its runtimes: {', '.join(runtimes)})",
+                hint=NVIDIA_HINT)
         # Device requests work with the NVIDIA hook alone, without a registered runtime:
         # only starting a container tells. The probe's command need not exist in the image;
         # the driver is selected (or refused) before it would run.
         probe = None
         try:
             probe = self.client.containers.create(
-                _image(experiment), ["true"], labels={"dlbs.probe": "gpu"},
+                spec.image, ["true"], labels={"dlbs.probe": "gpu"},
                 device_requests=[docker.types.DeviceRequest(driver="nvidia", count=1,
                                                             capabilities=[["gpu"]])])
             probe.start()
@@ -287,33 +164,32 @@ class DockerTarget(ProcessTarget):
         except docker.errors.APIError as error:
             if _is_nvidia_error(error):
                 raise LaunchError(
-                    f"experiment {experiment_label(experiment)} asks for GPUs "
-                    f"{requested_gpus(experiment)}, but the Docker Engine has no NVIDIA "
-                    f"runtime to hand them to a container (runtimes: {', '.join(runtimes)}; "
-                    f"the engine said: {error.explanation or error})", hint=NVIDIA_HINT) from None
+                    f"experiment {invocation.label} asks for GPUs {invocation.gpus}, but the "
+                    f"Docker Engine has no NVIDIA runtime to hand them to a container "
+                    f"(runtimes: {', '.join(runtimes)}; the engine said: "
+                    f"{error.explanation or error})", hint=NVIDIA_HINT) from None
         finally:
             if probe is not None:
                 self._remove(probe)
 
     # -- running -----------------------------------------------------------------------
 
-    def run(self, experiment: Experiment, invocation: Invocation, log: BinaryIO,
-            timeout: float | None, *, on_start: OnStart | None = None) -> Outcome:
+    def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
+            on_start: OnStart | None = None) -> Outcome:
         """Run the container to its end; see `ProcessTarget.run` and the module doc.
 
         `on_start` gets the host PID of the container's first process.
         """
-        request = self.request(experiment, invocation)
-        if _launcher(experiment) == "nvidia-docker":
-            return self._run_nvidia_docker(experiment, invocation, request, log, timeout,
-                                           on_start)
-        container = self._create(experiment, request)
+        request = sdk_request(invocation)
+        if container_of(invocation).launcher == "nvidia-docker":
+            return self._run_nvidia_docker(invocation, request, log, timeout, on_start)
+        container = self._create(invocation, request)
         details: dict[str, Any] = {"container": container.name, "image": request["image"]}
         try:
             try:
                 container.start()
             except docker.errors.APIError as error:
-                raise self._start_error(experiment, invocation, error) from None
+                raise self._start_error(invocation, error) from None
             log.flush()
             pump = threading.Thread(target=_stream_logs, args=(container, log), daemon=True)
             pump.start()
@@ -342,7 +218,7 @@ class DockerTarget(ProcessTarget):
         finally:
             self._remove(container)
 
-    def _create(self, experiment: Experiment, request: dict[str, Any]) -> Any:
+    def _create(self, invocation: Invocation, request: dict[str, Any]) -> Any:
         kwargs = dict(request["kwargs"])
         if "ulimits" in kwargs:
             kwargs["ulimits"] = [docker.types.Ulimit(name=u["Name"], soft=u["Soft"],
@@ -362,30 +238,29 @@ class DockerTarget(ProcessTarget):
                                                  stdin_open=False, tty=False, **kwargs)
         except docker.errors.ImageNotFound:
             raise LaunchError(f"image {request['image']!r} is not in the Docker Engine "
-                              f"(experiment {experiment_label(experiment)})",
+                              f"(experiment {invocation.label})",
                               hint="pull or build it first; dlbs never pulls images") from None
         except docker.errors.APIError as error:
             if _is_nvidia_error(error):
                 raise LaunchError(f"the Docker Engine has no NVIDIA runtime for experiment "
-                                  f"{experiment_label(experiment)}: {error.explanation or error}",
+                                  f"{invocation.label}: {error.explanation or error}",
                                   hint=NVIDIA_HINT) from None
             raise LaunchError(f"the Docker Engine refused the container of experiment "
-                              f"{experiment_label(experiment)}: {error.explanation or error}"
+                              f"{invocation.label}: {error.explanation or error}"
                               ) from error
 
-    def _start_error(self, experiment: Experiment, invocation: Invocation,
-                     error: Exception) -> LaunchError:
+    def _start_error(self, invocation: Invocation, error: Exception) -> LaunchError:
         explanation = getattr(error, "explanation", None) or str(error)
         if _is_nvidia_error(error):
             return LaunchError(
-                f"experiment {experiment_label(experiment)} asks for GPUs {invocation.gpus}, "
+                f"experiment {invocation.label} asks for GPUs {invocation.gpus}, "
                 f"but the Docker Engine has no NVIDIA runtime to hand them to a container "
                 f"(the engine said: {explanation})", hint=NVIDIA_HINT)
         hint = None
         if "rlimit" in explanation:
             hint = ("a --ulimit in exp.docker_args is above the Docker daemon's own hard limit "
                     "(raise dockerd's limit, or lower or drop that --ulimit)")
-        return LaunchError(f"the container of experiment {experiment_label(experiment)} did "
+        return LaunchError(f"the container of experiment {invocation.label} did "
                            f"not start: {explanation}", hint=hint)
 
     def _outcome(self, container: Any, result: dict[str, Any],
@@ -439,10 +314,10 @@ class DockerTarget(ProcessTarget):
                 return None
             time.sleep(0.05)
 
-    def _run_nvidia_docker(self, experiment: Experiment, invocation: Invocation,
-                           request: dict[str, Any], log: BinaryIO,
-                           timeout: float | None, on_start: OnStart | None) -> Outcome:
-        argv = self.cli_argv(experiment, invocation, request)
+    def _run_nvidia_docker(self, invocation: Invocation, request: dict[str, Any],
+                           log: BinaryIO, timeout: float | None,
+                           on_start: OnStart | None) -> Outcome:
+        argv = cli_argv(invocation)
         env = dict(os.environ)
         if invocation.gpus:  # nvidia-docker's own way to select GPUs
             env["NV_GPU"] = ",".join(invocation.gpus)

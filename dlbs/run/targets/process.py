@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import BinaryIO
 
-from dlbs.run.invocation import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
+from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 
 #: Seconds between the polite signal and SIGKILL when stopping a process group.
 DEFAULT_KILL_GRACE = 5.0

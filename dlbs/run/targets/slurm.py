@@ -16,34 +16,23 @@ state, reason and exit code.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dlbs.errors import LaunchError
-from dlbs.run.invocation import (
-    CANCELLED,
-    FAILURE,
-    INTERRUPTED,
-    OK,
-    TIMEOUT,
-    Invocation,
-    Outcome,
-    experiment_env,
-    experiment_label,
-    tokens,
-)
-from dlbs.run.targets.base import Experiment, SchedulerTarget, register_target
-from dlbs.run.targets.local import launcher_prefix
+from dlbs.recipes.container import cli_argv
+from dlbs.recipes.invocation import BatchRequest, Invocation
+from dlbs.run.outcome import CANCELLED, FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
+from dlbs.run.targets.base import SchedulerTarget, register_target
 from dlbs.run.targets.process import signal_name
+from dlbs.util.atomic import atomic_write
 
 try:
     import jinja2
@@ -120,34 +109,6 @@ def _environment() -> Any:
     return env
 
 
-def _positive_int(experiment: Experiment, name: str, default: int) -> int:
-    value = experiment.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
-                          f"(experiment {experiment_label(experiment)})") from None
-    if number < 1:
-        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
-                          f"(experiment {experiment_label(experiment)})")
-    return number
-
-
-def _time_limit(experiment: Experiment) -> str | None:
-    """slurm.time as given, else exp.timeout rounded up to minutes, plus one as a margin."""
-    given = experiment.get("slurm.time")
-    if given not in (None, "", 0):
-        return str(given)
-    try:
-        timeout = float(experiment.get("exp.timeout") or 0)
-    except (TypeError, ValueError):
-        raise LaunchError(f"exp.timeout: expected seconds, got {experiment.get('exp.timeout')!r} "
-                          f"(experiment {experiment_label(experiment)})") from None
-    return str(math.ceil(timeout / 60) + 1) if timeout > 0 else None
-
-
 def _seconds(text: str) -> float:
     """SLURM's `[D-]HH:MM:SS` (or MM:SS) as seconds; 0 for anything else."""
     days, _, clock = text.rpartition("-")
@@ -200,83 +161,71 @@ class SlurmTarget(SchedulerTarget):
 
     # -- the request -------------------------------------------------------------------
 
-    def command(self, experiment: Experiment, invocation: Invocation) -> list[str]:
-        """What each task runs: launcher prefix + argv, or a `docker run` of them."""
-        if _docker_requested(experiment):
-            from dlbs.run.targets.docker import DockerTarget
+    @staticmethod
+    def command(invocation: Invocation) -> list[str]:
+        """What each task runs: the invocation's argv, or a `docker run` of it.
 
-            argv = DockerTarget().cli_argv(experiment, invocation)
-            # Every task starts its own container: no fixed name, or they would collide.
-            index = argv.index("--name")
-            argv = argv[:index] + argv[index + 2:]
-            # The task's ranks and the rendezvous pass into the container (`-e NAME`).
-            image_at = len(argv) - len(invocation.argv) - len(launcher_prefix(experiment)) - 1
-            passed = [item for name in TASK_VARIABLES for item in ("-e", name)]
-            return argv[:image_at] + passed + argv[image_at:]
-        return launcher_prefix(experiment) + list(invocation.argv)
+        Every task starts its own container, so dlbs names none (they would collide), and
+        each passes its rank and the rendezvous into its container.
+        """
+        if invocation.container is not None:
+            return cli_argv(invocation, named=False, pass_env=TASK_VARIABLES)
+        return list(invocation.argv)
 
-    def _header(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+    @staticmethod
+    def _batch(invocation: Invocation) -> BatchRequest:
+        if invocation.batch is None:
+            raise LaunchError(f"experiment {invocation.label}: no SLURM request (its "
+                              "invocation was not built for the slurm target)")
+        return invocation.batch
+
+    def _header(self, invocation: Invocation) -> dict[str, Any]:
         """The sbatch request of one experiment (what experiments of one array share)."""
-        nodes = _positive_int(experiment, "slurm.nodes", invocation.nodes)
-        ntasks = _positive_int(experiment, "slurm.ntasks_per_node", invocation.tasks_per_node)
-        if invocation.nodes > nodes or invocation.tasks_per_node > ntasks:
-            raise LaunchError(
-                f"experiment {experiment_label(experiment)}: the recipe needs "
-                f"{invocation.nodes} node(s) x {invocation.tasks_per_node} task(s), but "
-                f"slurm.nodes={nodes} and slurm.ntasks_per_node={ntasks}",
-                hint="raise slurm.nodes or slurm.ntasks_per_node, or leave them unset")
-        gpus = experiment.get("slurm.gpus_per_node") or len(invocation.gpus) or None
-        return {"nodes": nodes, "ntasks_per_node": ntasks,
-                "partition": experiment.get("slurm.partition") or "",
-                "account": experiment.get("slurm.account") or "",
-                "time": _time_limit(experiment) or "",
-                "gpus_per_node": gpus or "",
-                "extra_args": self.extra_args(experiment)}
+        batch = self._batch(invocation)
+        return {"nodes": batch.nodes, "ntasks_per_node": batch.ntasks_per_node,
+                "partition": batch.partition, "account": batch.account, "time": batch.time,
+                "gpus_per_node": batch.gpus_per_node or "", "extra_args": batch.extra_args}
 
-    def _task(self, experiment: Experiment, invocation: Invocation,
-              log_path: str) -> dict[str, Any]:
+    def _task(self, invocation: Invocation, log_path: str) -> dict[str, Any]:
         """One experiment's part of a job script: environment, command, log, folder."""
-        label = experiment_label(experiment)
-        env = experiment_env(experiment)
-        env.update(invocation.env)
-        for name in env:
+        label = invocation.label
+        for name in invocation.env:
             if not _ENV_NAME.match(name):
                 raise LaunchError(f"experiment {label}: {name!r} is not a valid environment "
                                   "variable name")
         if not invocation.argv:
             raise LaunchError(f"experiment {label}: the recipe gave no command to run")
-        return {"exp_id": _one_line(label), "env": env,
-                "argv": self.command(experiment, invocation),
+        return {"exp_id": _one_line(label), "env": dict(invocation.env),
+                "argv": self.command(invocation),
                 "srun_nodes": invocation.nodes, "tasks_per_node": invocation.tasks_per_node,
                 "log": os.path.abspath(log_path),
                 "workdir": os.path.abspath(invocation.workdir or os.getcwd())}
 
-    def script(self, experiment: Experiment, invocation: Invocation, log_path: str,
-               script_path: str) -> str:
+    def script(self, invocation: Invocation, log_path: str, script_path: str) -> str:
         """The job script's text."""
-        header = self._header(experiment, invocation)
-        task = self._task(experiment, invocation, log_path)
+        header = self._header(invocation)
+        task = self._task(invocation, log_path)
         resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *header["extra_args"],
                                                      script_path])
-        job_name = "dlbs-" + _one_line(experiment.get("exp.id") or Path(log_path).stem)
+        job_name = "dlbs-" + _one_line(invocation.label or Path(log_path).stem)
         return _environment().get_template(TEMPLATE).render(
             header, task=task, exp_id=task["exp_id"], resubmit=resubmit, job_name=job_name,
             output=task["log"], workdir=task["workdir"], task_prelude=TASK_PRELUDE)
 
-    def array_script(self, entries: Sequence[tuple[Experiment, Invocation, str]],
-                     script_path: str) -> str:
-        """The script of a job array: task i runs entry i, writing into its own log."""
+    def array_script(self, entries: Sequence[tuple[Invocation, str]], script_path: str) -> str:
+        """The script of a job array: task i runs entry i (invocation, log path)."""
         if not entries:
             raise LaunchError("a job array needs at least one experiment")
-        header = self._header(entries[0][0], entries[0][1])
-        for experiment, invocation, _ in entries[1:]:
-            other = self._header(experiment, invocation)
+        first = entries[0][0]
+        header = self._header(first)
+        for invocation, _ in entries[1:]:
+            other = self._header(invocation)
             if other != header:
                 differ = ", ".join(sorted(k for k in header if header[k] != other[k]))
                 raise LaunchError(
-                    f"experiments {experiment_label(entries[0][0])} and "
-                    f"{experiment_label(experiment)} cannot share a job array: their "
-                    f"requests differ in {differ}", hint="submit them as separate jobs")
+                    f"experiments {first.label} and {invocation.label} cannot share a job "
+                    f"array: their requests differ in {differ}",
+                    hint="submit them as separate jobs")
         tasks = [self._task(*entry) for entry in entries]
         resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *header["extra_args"],
                                                      script_path])
@@ -285,24 +234,20 @@ class SlurmTarget(SchedulerTarget):
             job_name="dlbs-array-" + tasks[0]["exp_id"], output="/dev/null",
             workdir=tasks[0]["workdir"], task_prelude=TASK_PRELUDE)
 
-    @staticmethod
-    def extra_args(experiment: Experiment) -> list[str]:
-        """`slurm.extra_args` as tokens; they go on sbatch's command line."""
-        return tokens(experiment.get("slurm.extra_args"), "slurm.extra_args")
-
-    def describe(self, experiment: Experiment, invocation: Invocation) -> dict[str, Any]:
+    def describe(self, invocation: Invocation) -> dict[str, Any]:
         """The sbatch command line and the script it would submit."""
-        log_path = str(experiment.get("exp.log_file") or "experiment.log")
+        log_path = invocation.log_file or "experiment.log"
         script_path = os.path.abspath(log_path) + ".sbatch"
         return {"target": self.name,
-                "sbatch": ["sbatch", "--parsable", *self.extra_args(experiment), script_path],
-                "script": self.script(experiment, invocation, log_path, script_path)}
+                "sbatch": ["sbatch", "--parsable", *self._batch(invocation).extra_args,
+                           script_path],
+                "script": self.script(invocation, log_path, script_path)}
 
     # -- checks before the sweep -------------------------------------------------------
 
-    def preflight(self, experiments: Sequence[Experiment]) -> None:
-        """The SLURM commands, the controller, the partitions, the argument lists."""
-        if not experiments:
+    def preflight(self, invocations: Sequence[Invocation]) -> None:
+        """The SLURM commands, the controller, the partitions."""
+        if not invocations:
             return
         for command in COMMANDS:
             if shutil.which(command) is None:
@@ -315,48 +260,39 @@ class SlurmTarget(SchedulerTarget):
             raise LaunchError(f"the SLURM controller does not answer: {answer}",
                               hint="start slurmctld (for the tests: .ci/services/slurm.sh), "
                                    "or check SLURM_CONF")
-        partitions: dict[str, Experiment] = {}
-        for experiment in experiments:
-            self.extra_args(experiment)
-            _time_limit(experiment)
-            _positive_int(experiment, "slurm.nodes", 1)
-            _positive_int(experiment, "slurm.ntasks_per_node", 1)
-            if experiment.get("slurm.partition"):
-                partitions.setdefault(str(experiment["slurm.partition"]), experiment)
-            if _docker_requested(experiment):
-                from dlbs.run.targets.docker import _docker_args, _image
-
-                _docker_args(experiment)
-                _image(experiment)
-        for partition, experiment in partitions.items():
+        partitions: dict[str, Invocation] = {}
+        for invocation in invocations:
+            batch = self._batch(invocation)
+            if batch.partition:
+                partitions.setdefault(batch.partition, invocation)
+        for partition, invocation in partitions.items():
             shown = _run(["scontrol", "show", "partition", partition], timeout=30)
             if shown.returncode != 0:
                 raise LaunchError(
                     f"slurm.partition: no partition {partition!r} on this cluster "
-                    f"(experiment {experiment_label(experiment)})",
-                    hint="sinfo lists the partitions")
+                    f"(experiment {invocation.label})", hint="sinfo lists the partitions")
 
     # -- submitting and tracking -------------------------------------------------------
 
-    def submit(self, experiment: Experiment, invocation: Invocation, log_path: str) -> str:
+    def submit(self, invocation: Invocation, log_path: str) -> str:
         """Write `<log_path>.sbatch`, submit it, return the job id."""
         script_path = os.path.abspath(log_path) + ".sbatch"
-        text = self.script(experiment, invocation, log_path, script_path)
-        _write_atomically(script_path, text)
-        return self._sbatch([*self.extra_args(experiment), script_path],
-                            f"the job of experiment {experiment_label(experiment)}", script_path)
+        text = self.script(invocation, log_path, script_path)
+        atomic_write(script_path, text, permissions=0o755)
+        return self._sbatch([*self._batch(invocation).extra_args, script_path],
+                            f"the job of experiment {invocation.label}", script_path)
 
-    def submit_array(self, entries: Sequence[tuple[Experiment, Invocation, str]],
+    def submit_array(self, entries: Sequence[tuple[Invocation, str]],
                      script_path: str) -> list[str]:
         """Submit experiments that share one sbatch request as one job array.
 
-        `entries` are (experiment, invocation, log path); the script goes to `script_path`.
+        `entries` are (invocation, log path); the script goes to `script_path`.
         Returns one job id per entry (`<array id>_<index>`), each of which `wait` and
         `cancel` accept like any other job id. Refuses entries whose requests differ.
         """
         text = self.array_script(entries, script_path)
-        _write_atomically(script_path, text)
-        array_id = self._sbatch([*self.extra_args(entries[0][0]), script_path],
+        atomic_write(script_path, text, permissions=0o755)
+        array_id = self._sbatch([*self._batch(entries[0][0]).extra_args, script_path],
                                 f"the job array of {len(entries)} experiments", script_path)
         return [f"{array_id}_{index}" for index in range(len(entries))]
 
@@ -476,33 +412,9 @@ class SlurmTarget(SchedulerTarget):
                        details={"job_id": job_id})
 
 
-def _docker_requested(experiment: Experiment) -> bool:
-    value = experiment.get("exp.docker", False)
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
-
-
 def _details(job_id: str, record: dict[str, str]) -> dict[str, Any]:
     keys = ("JobState", "Reason", "ExitCode", "NodeList", "BatchHost", "RunTime",
             "TimeLimit", "StartTime", "EndTime", "StdOut")
     details: dict[str, Any] = {"job_id": job_id}
     details.update({key.lower(): record[key] for key in keys if key in record})
     return details
-
-
-def _write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".sbatch-")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o755)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import torch
 
+from ..errors import UserError
 from ..models import ModelSpec
 from .transforms import image_transform
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """A dataset that cannot be used: missing, empty, wrong format, too small."""
 
 

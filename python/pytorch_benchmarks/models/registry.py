@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch.nn as nn
 
+from ..errors import UserError
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -33,7 +35,7 @@ _REGISTRY: dict[str, ModelSpec] = {}
 _LOADED_BUILTINS = False
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(UserError):
     """The requested id is not registered; the message lists the known ids."""
 
 
@@ -71,7 +73,7 @@ def load_model_file(path: str | Path) -> None:
     """Import a user's Python file that registers more models (``--extra_models``)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"--extra_models: no such file: {path}")
+        raise UserError(f"--extra_models: no such file: {path}")
     name = f"_dlbs_extra_models_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -3,11 +3,11 @@
 
 Usage: python3 benchmarks.py --model resnet50 --batch_size 16 --num_batches 10 --sleep 0.05
 
-It behaves like a real backend (BACKENDS.md): the same flags, a little chatter, and the log
-protocol's `__<key>__=<json>` lines. One "batch" is `--sleep` seconds of `time.sleep` (or of
-a busy loop with `--busy`), timed with `time.perf_counter`, so the batch times it reports are
-measured, not made up. `--fail MODE` makes it fail the ways real backends fail, so that the
-engine's handling of each can be tested; see `FAIL_MODES`.
+It behaves like a real backend (docs/backends/protocol.md): the same flags, a little chatter,
+and the log protocol's `__<key>__=<json>` lines. One "batch" is `--sleep` seconds of
+`time.sleep` (or of a busy loop with `--busy`), timed with `time.perf_counter`, so the batch
+times it reports are measured, not made up. `--fail MODE` makes it fail the ways real
+backends fail, so that the engine's handling of each can be tested; see `FAIL_MODES`.
 
 Standard library only, one file: it runs under a bare `python3` (3.8 or newer) in any
 container. Exit status: 0 ok, 1 a failure (or the Python default for an uncaught exception),
@@ -42,8 +42,8 @@ FAIL_MODES = {
     "segv": "SIGSEGV itself",
 }
 
-# Human names of the model ids of BACKENDS.md; any other id is accepted and titled by itself,
-# so the engine can be tested with made-up models.
+# Human names of the model ids of docs/backends/protocol.md section 2; any other id is accepted
+# and titled by itself, so the engine can be tested with made-up models.
 MODEL_TITLES = {
     "deep_mnist": "DeepMNIST",
     "sensor_net": "SensorNet",
@@ -128,7 +128,7 @@ def _finite_seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every flag the dummy backend accepts (the common flags of BACKENDS.md and its own)."""
+    """Every flag the dummy backend accepts: docs/backends/protocol.md section 1, and its own."""
     p = _Parser(
         prog="benchmarks.py",
         description="dlbs's dummy backend: sleeps per batch and reports protocol lines.",

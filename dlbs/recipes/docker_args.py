@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.errors import LaunchError
+from dlbs.util.booleans import parse_bool
 
 Kwargs = dict[str, Any]
 
@@ -28,6 +29,8 @@ class DockerArgs:
     kwargs: Kwargs = field(default_factory=dict)
     #: Flags accepted but without effect, each with the reason (shown by --dry-run).
     ignored: list[str] = field(default_factory=list)
+    #: The flags as the user wrote them, split into tokens (a CLI rendering repeats them).
+    tokens: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ def _mount(value: str) -> dict[str, Any]:
     target = fields.get("target") or fields.get("destination") or fields.get("dst")
     if not target:
         raise _BadValue("expected type=...,source=...,target=...")
-    read_only = fields.get("readonly", fields.get("ro", "false")).lower() in ("true", "1")
+    read_only = bool(parse_bool(fields.get("readonly", fields.get("ro", "false"))))
     return {"Target": target, "Source": fields.get("source") or fields.get("src"),
             "Type": fields.get("type", "volume"), "ReadOnly": read_only}
 
@@ -231,7 +234,6 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 _BY_NAME: dict[str, Flag] = {name: flag for flag in FLAGS for name in flag.names}
-_FALSE = ("false", "0", "no", "off")
 
 
 def supported_flags() -> list[str]:
@@ -256,7 +258,7 @@ def translate(tokens: list[str], where: str = "exp.docker_args") -> DockerArgs:
 
     `where` names the source in error messages (the parameter and the experiment).
     """
-    args = DockerArgs()
+    args = DockerArgs(tokens=list(tokens))
     index = 0
     while index < len(tokens):
         token = tokens[index]
@@ -271,7 +273,7 @@ def translate(tokens: list[str], where: str = "exp.docker_args") -> DockerArgs:
                     raise LaunchError(f"{where}: {spelling} needs a value")
                 value = tokens[index]
                 index += 1
-            elif not flag.takes_value and has_value and value.lower() in _FALSE:
+            elif not flag.takes_value and has_value and parse_bool(value) is False:
                 continue  # --privileged=false: the flag is off
             _apply(flag, spelling, value, args, where)
         elif token.startswith("-") and len(token) > 1 and not token.startswith("--"):

@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers_results import DATA, REPO
 
 from dlbs.errors import ResultsError
-from dlbs.results.environment import collect_environment
-from dlbs.results.lock import LOCK_FILE_NAME, RunLock
+from dlbs.run.environment import collect_environment
+from dlbs.run.lock import LOCK_FILE_NAME, RunLock
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "results" / "data"
 
 
 def test_second_holder_is_refused_with_the_pid(tmp_path: Path) -> None:
@@ -37,7 +39,7 @@ def test_lock_of_another_process_and_its_release_by_kill_9(tmp_path: Path) -> No
     log_dir = tmp_path / "logs"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from dlbs.results.lock import RunLock; "
+         "import sys, time; from dlbs.run.lock import RunLock; "
          "lock = RunLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
          "time.sleep(600)", str(log_dir)],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),

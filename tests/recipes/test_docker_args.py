@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dlbs.errors import LaunchError
-from dlbs.run.targets.docker_args import supported_flags, translate
+from dlbs.recipes.docker_args import supported_flags, translate
 
 # DLBS's default exp.docker_args, as users have them in their configs.
 DLBS_DEFAULT = ["--rm", "--shm-size=1g", "--ulimit", "memlock=-1", "--ulimit",

@@ -1,0 +1,176 @@
+"""A resolved experiment -> its complete `Invocation`, built once, before anything runs.
+
+The framework's recipe gives the backend's command, environment and mounts; this module adds
+what every framework shares: the execution target (`exp.scheduler`, `exp.docker`), the
+launcher prefix (`runtime.launcher`), `runtime.env.*`, the GPUs, the container request
+(`exp.docker_image`, `exp.docker_launcher`, the docker args parsed once) and the scheduler's
+request (`slurm.*`). Every parameter a target needs is read here, and every mistake in one
+raises `LaunchError` naming the parameter and the experiment, before the sweep starts.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dlbs.errors import LaunchError
+from dlbs.recipes.docker_args import translate
+from dlbs.recipes.invocation import (
+    DOCKER,
+    LOCAL,
+    SLURM,
+    BatchRequest,
+    ContainerSpec,
+    Invocation,
+    Mount,
+    experiment_env,
+    experiment_label,
+    requested_gpus,
+    tokens,
+)
+from dlbs.recipes.recipe import recipe_for
+from dlbs.util.booleans import truthy
+
+Experiment = Mapping[str, Any]
+DOCKER_LAUNCHERS = ("docker", "nvidia-docker")
+
+
+def invocation_for(experiment: Experiment) -> Invocation:
+    """The complete invocation of one experiment; see the module doc."""
+    recipe = recipe_for(experiment)
+    return assemble(experiment, recipe.command(experiment), env=recipe.environment(experiment),
+                    mounts=recipe.mounts(experiment),
+                    docker_args=recipe.docker_arg_tokens(experiment)
+                    if recipe.in_container(experiment) else None)
+
+
+def assemble(experiment: Experiment, command: list[str], *, env: Mapping[str, str] | None = None,
+             mounts: Sequence[Mount] = (), docker_args: list[str] | None = None) -> Invocation:
+    """An invocation of `command` with everything the experiment's target needs.
+
+    `env` and `mounts` are the recipe's; `docker_args` the container's flags as tokens
+    (None: `exp.docker_args`). The launcher prefix, runtime.env.*, the GPUs, the target and
+    its request come from the experiment.
+    """
+    label = experiment_label(experiment)
+    target = target_name(experiment)
+    merged_env = experiment_env(experiment)
+    merged_env.update(env or {})
+    invocation = Invocation(
+        argv=launcher_prefix(experiment) + list(command), env=merged_env, mounts=list(mounts),
+        gpus=requested_gpus(experiment), nodes=_positive_int(experiment, "exp.num_nodes", 1),
+        target=target, label=label, log_file=str(experiment.get("exp.log_file") or ""))
+    if truthy(experiment.get("exp.docker", False)):
+        if docker_args is None:
+            docker_args = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
+        invocation.container = container_spec(experiment, invocation, docker_args)
+    if target == SLURM:
+        invocation.batch = batch_request(experiment, invocation)
+    return invocation
+
+
+def target_name(experiment: Experiment) -> str:
+    """The execution target that an experiment's parameters select.
+
+    `exp.scheduler: slurm` -> slurm (which starts a container itself when `exp.docker` is
+    true), else `exp.docker: true` -> docker, else local.
+    """
+    scheduler = str(experiment.get("exp.scheduler") or "none")
+    if scheduler == "slurm":
+        return SLURM
+    if scheduler != "none":
+        raise LaunchError(f"exp.scheduler: unknown scheduler {scheduler!r} (experiment "
+                          f"{experiment_label(experiment)})", hint="use none or slurm")
+    return DOCKER if truthy(experiment.get("exp.docker", False)) else LOCAL
+
+
+def launcher_prefix(experiment: Experiment) -> list[str]:
+    """The `runtime.launcher` tokens (numactl, taskset, ...) put before the command."""
+    return tokens(experiment.get("runtime.launcher"), "runtime.launcher")
+
+
+def container_spec(experiment: Experiment, invocation: Invocation,
+                   docker_args: list[str]) -> ContainerSpec:
+    """The container request: image, launcher, the docker args translated once."""
+    label = invocation.label
+    image = str(experiment.get("exp.docker_image") or "")
+    if not image:
+        raise LaunchError(f"exp.docker_image is empty (experiment {label})",
+                          hint="set exp.docker_image, or exp.docker: false for bare metal")
+    launcher = str(experiment.get("exp.docker_launcher") or "docker")
+    if launcher not in DOCKER_LAUNCHERS:
+        raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
+                          f"(experiment {label})", hint="use docker or nvidia-docker")
+    args = translate(docker_args, f"the docker args of experiment {label}")
+    if invocation.gpus and "device_requests" in args.kwargs:
+        raise LaunchError(f"the docker args of experiment {label}: --gpus conflicts with "
+                          "exp.gpus", hint="remove --gpus: dlbs requests exactly the GPUs "
+                                           "of exp.gpus")
+    return ContainerSpec(image=image, args=args, name=_container_name(label),
+                         launcher=launcher,
+                         labels={"dlbs.exp_id": str(experiment.get("exp.id") or "")})
+
+
+def _container_name(label: str) -> str:
+    stem = "".join(c if c.isalnum() or c in "_.-" else "-" for c in label)[:40]
+    return f"dlbs-{stem}-{uuid.uuid4().hex[:8]}"
+
+
+def batch_request(experiment: Experiment, invocation: Invocation) -> BatchRequest:
+    """The `slurm.*` request; it must hold the nodes and tasks the recipe needs."""
+    nodes = _positive_int(experiment, "slurm.nodes", invocation.nodes)
+    ntasks = _positive_int(experiment, "slurm.ntasks_per_node", invocation.tasks_per_node)
+    if invocation.nodes > nodes or invocation.tasks_per_node > ntasks:
+        raise LaunchError(
+            f"experiment {invocation.label}: the recipe needs {invocation.nodes} node(s) x "
+            f"{invocation.tasks_per_node} task(s), but slurm.nodes={nodes} and "
+            f"slurm.ntasks_per_node={ntasks}",
+            hint="raise slurm.nodes or slurm.ntasks_per_node, or leave them unset")
+    gpus = experiment.get("slurm.gpus_per_node") or len(invocation.gpus)
+    return BatchRequest(nodes=nodes, ntasks_per_node=ntasks,
+                        partition=str(experiment.get("slurm.partition") or ""),
+                        account=str(experiment.get("slurm.account") or ""),
+                        time=_time_limit(experiment),
+                        gpus_per_node=_non_negative(gpus, "slurm.gpus_per_node", invocation),
+                        extra_args=tokens(experiment.get("slurm.extra_args"),
+                                          "slurm.extra_args"))
+
+
+def _time_limit(experiment: Experiment) -> str:
+    """slurm.time as given, else exp.timeout rounded up to minutes, plus one as a margin."""
+    given = experiment.get("slurm.time")
+    if given not in (None, "", 0):
+        return str(given)
+    try:
+        timeout = float(experiment.get("exp.timeout") or 0)
+    except (TypeError, ValueError):
+        raise LaunchError(f"exp.timeout: expected seconds, got {experiment.get('exp.timeout')!r} "
+                          f"(experiment {experiment_label(experiment)})") from None
+    return str(math.ceil(timeout / 60) + 1) if timeout > 0 else ""
+
+
+def _positive_int(experiment: Experiment, name: str, default: int) -> int:
+    value = experiment.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
+                          f"(experiment {experiment_label(experiment)})")
+    return number
+
+
+def _non_negative(value: Any, name: str, invocation: Invocation) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise LaunchError(f"{name}: expected a count, got {value!r} "
+                          f"(experiment {invocation.label})")
+    return number

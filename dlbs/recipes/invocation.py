@@ -1,0 +1,160 @@
+"""What a recipe hands to an execution target: everything needed to run one experiment.
+
+An `Invocation` is complete and resolved once: the command (launcher prefix included), the
+merged environment, the GPUs, the mounts, the working directory, which target runs it, and
+that target's request (a `ContainerSpec` for a container, a `BatchRequest` for a scheduler).
+Targets read nothing else: no target looks at an experiment's raw parameters. Nothing here
+is ever a shell string: argv is a list of tokens from start to finish.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlbs.errors import LaunchError
+from dlbs.recipes.docker_args import DockerArgs
+
+#: The execution targets a recipe can choose (`dlbs list targets` shows them).
+LOCAL, DOCKER, SLURM = "local", "docker", "slurm"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder or file made visible inside a container at `container`."""
+
+    host: str
+    container: str
+    read_only: bool = False
+
+
+@dataclass
+class ContainerSpec:
+    """The container an invocation runs in, with the user's `docker run` flags parsed once.
+
+    `args` holds the translation of the framework's docker args (`<framework>.docker_args`,
+    which include `exp.docker_args`): the SDK's keyword arguments, the flags that have no
+    effect here, and the tokens as the user wrote them (a CLI rendering repeats those).
+    `name` is the container's name: the user's `--name`, else a fresh unique one.
+    `labels` are dlbs's own (`dlbs.exp_id`), added to the user's.
+    """
+
+    image: str
+    args: DockerArgs
+    name: str
+    launcher: str = "docker"
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uses_nvidia_runtime(self) -> bool:
+        """Whether GPUs reach the container through `--runtime=nvidia` (not device requests)."""
+        return self.args.kwargs.get("runtime") == "nvidia"
+
+    @property
+    def user_named(self) -> bool:
+        """Whether the user's flags gave the container its name (`--name`)."""
+        return "name" in self.args.kwargs
+
+
+@dataclass
+class BatchRequest:
+    """What a batch scheduler is asked for (the `#SBATCH` lines of a SLURM job).
+
+    Experiments whose requests are equal can share one job array.
+    """
+
+    nodes: int = 1
+    ntasks_per_node: int = 1
+    partition: str = ""
+    account: str = ""
+    time: str = ""
+    gpus_per_node: int = 0
+    extra_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Invocation:
+    """One experiment's benchmark command, produced by its framework's recipe.
+
+    `argv` is what runs (the `runtime.launcher` prefix first); inside a container it runs
+    inside the image. `env` is the complete environment the benchmark gets on top of the
+    target's own (runtime.env.* and the recipe's). `gpus` are host GPU ids (empty: CPU);
+    targets turn them into `CUDA_VISIBLE_DEVICES` or container device requests. `nodes` and
+    `tasks_per_node` say how many copies a scheduler starts. `target` names the execution
+    target; `container` and `batch` are its requests (None when it needs none).
+    """
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workdir: str | None = None
+    gpus: list[str] = field(default_factory=list)
+    nodes: int = 1
+    tasks_per_node: int = 1
+    target: str = LOCAL
+    container: ContainerSpec | None = None
+    batch: BatchRequest | None = None
+    #: The experiment's id (or, failing that, its log file): for messages and labels.
+    label: str = "<experiment>"
+    #: The experiment's first log (`exp.log_file`); a target is told each attempt's own.
+    log_file: str = ""
+
+
+def tokens(value: object, name: str) -> list[str]:
+    """An argument-list parameter (`exp.docker_args`, `runtime.launcher`, ...) as tokens.
+
+    Each item of a list is split as a POSIX shell splits words (quotes respected; nothing is
+    evaluated), so `["--shm-size=1g --ipc=host", "-v '/a b:/data'"]` gives four tokens; a
+    plain string is split the same way; None and "" give no tokens.
+    """
+    if value is None or value == "":
+        return []
+    items = value if isinstance(value, list | tuple) else [value]
+    result: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            item = str(item)
+        try:
+            result.extend(shlex.split(item))
+        except ValueError as error:
+            raise LaunchError(f"{name}: cannot split {item!r} into arguments: {error}",
+                              hint="close the quote, or escape it") from error
+    return result
+
+
+def render_env_value(value: object) -> str:
+    """An environment value as text: booleans as `true`/`false`, never Python's `True`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+def experiment_env(experiment: Mapping[str, Any]) -> dict[str, str]:
+    """The `runtime.env.NAME` parameters of an experiment as an environment dictionary."""
+    prefix = "runtime.env."
+    env: dict[str, str] = {}
+    for key, value in experiment.items():
+        if key.startswith(prefix) and len(key) > len(prefix):
+            env[key[len(prefix):]] = render_env_value(value)
+    return env
+
+
+def experiment_label(experiment: Mapping[str, Any]) -> str:
+    """A short name of an experiment for messages: its id, else its log file."""
+    return str(experiment.get("exp.id") or experiment.get("exp.log_file") or "<experiment>")
+
+
+def requested_gpus(experiment: Mapping[str, Any]) -> list[str]:
+    """The host GPU ids in `exp.gpus` (`"0,1"`, `"0:1,2:3"`, a list, or "" for CPU)."""
+    value = experiment.get("exp.gpus", "")
+    items = value if isinstance(value, list | tuple) else [value]
+    ids: list[str] = []
+    for item in items:
+        for part in str(item).replace(":", ",").split(","):
+            if part.strip():
+                ids.append(part.strip())
+    return ids

@@ -1,0 +1,144 @@
+"""Framework recipes and their registry.
+
+A recipe knows one framework's backend: the command that runs it (a torchrun or parameter-
+server launcher around it where the experiment needs one), its environment and what it
+mounts. The recipes live in the repository's `launchers/` folder, installed as
+`dlbs.launchers`; each module registers its recipe with `@register_recipe(name)` and is
+named in the `dlbs.recipes` entry-point group (pyproject.toml), which is how `recipes()`
+finds them: the run layer knows this interface, never the recipe modules. Another package
+can add a framework by declaring an entry point of its own in that group.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from dlbs.errors import LaunchError
+from dlbs.recipes.invocation import Mount, tokens
+from dlbs.util.booleans import truthy
+
+Experiment = Mapping[str, Any]
+
+#: Where a container sees the backends (DLBS's layout): /workspace/<folder>.
+WORKSPACE = "/workspace"
+ENTRY_POINT_GROUP = "dlbs.recipes"
+
+
+class Recipe:
+    """Builds one framework's backend command; subclasses add what differs."""
+
+    name = ""
+    #: The backend's folder name inside the container (`/workspace/<folder>`).
+    container_folder = ""
+    script = "benchmarks.py"
+
+    def command(self, experiment: Experiment) -> list[str]:
+        """The backend's command as tokens: interpreter, script, `<framework>.args`."""
+        return [self.python(experiment), f"{self.backend_dir(experiment)}/{self.script}",
+                *self.backend_args(experiment)]
+
+    def environment(self, experiment: Experiment) -> dict[str, str]:
+        """`<framework>.env`: the backend's own environment variables."""
+        env = experiment.get(f"{self.name}.env") or {}
+        if not isinstance(env, Mapping):
+            raise LaunchError(f"{self.name}.env must be an object of NAME: value")
+        return {str(k): _env_text(v) for k, v in env.items() if v is not None}
+
+    def mounts(self, experiment: Experiment) -> list[Mount]:
+        """Host paths a container must see, beyond the `docker_args` volumes (none here)."""
+        return []
+
+    def docker_arg_tokens(self, experiment: Experiment) -> list[str]:
+        """The complete `docker run` flags of a container of this framework.
+
+        `<framework>.docker_args` (which include `exp.docker_args` by default), else
+        `exp.docker_args`.
+        """
+        name = f"{self.name}.docker_args"
+        if name not in experiment:
+            name = "exp.docker_args"
+        return tokens(experiment.get(name), name)
+
+    # -- pieces subclasses reuse ---------------------------------------------------------
+    def in_container(self, experiment: Experiment) -> bool:
+        return truthy(experiment.get("exp.docker", False))
+
+    def python(self, experiment: Experiment) -> str:
+        configured = str(experiment.get("runtime.python") or "")
+        if configured:
+            return configured
+        return "python3" if self.in_container(experiment) else sys.executable
+
+    def backend_dir(self, experiment: Experiment) -> str:
+        if self.in_container(experiment):
+            return f"{WORKSPACE}/{self.container_folder}"
+        path = experiment.get(f"{self.name}.bench_path")
+        if not path:
+            raise LaunchError(f"experiment {experiment.get('exp.id')}: {self.name}.bench_path "
+                              f"is empty", hint=f"set it to the folder of the {self.name} "
+                                                f"backend")
+        return str(path)
+
+    def backend_args(self, experiment: Experiment) -> list[str]:
+        name = f"{self.name}.args"
+        return tokens(experiment.get(name), name)
+
+
+def _env_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_REGISTRY: dict[str, Recipe] = {}
+_discovered = False
+R = TypeVar("R", bound=type[Recipe])
+
+
+def register_recipe(name: str) -> Callable[[R], R]:
+    """Class decorator: the recipe of framework `name` (a duplicate name is an error)."""
+
+    def decorate(cls: R) -> R:
+        if name in _REGISTRY:
+            raise ValueError(f"recipe {name!r} is already registered")
+        cls.name = name
+        _REGISTRY[name] = cls()
+        return cls
+
+    return decorate
+
+
+def _discover() -> None:
+    """Import every module of the `dlbs.recipes` entry-point group (once)."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry.load()
+        except Exception as error:  # noqa: BLE001 - a broken plugin is named, not fatal
+            raise LaunchError(f"the recipe of framework {entry.name!r} ({entry.value}) "
+                              f"cannot be loaded: {error}") from error
+
+
+def recipes() -> dict[str, Recipe]:
+    """Every registered recipe by framework name."""
+    _discover()
+    return dict(_REGISTRY)
+
+
+def recipe_for(experiment: Experiment) -> Recipe:
+    """The recipe of the experiment's `exp.framework`."""
+    framework = str(experiment.get("exp.framework") or "")
+    known = recipes()
+    if framework not in known:
+        hint = (f"frameworks: {', '.join(sorted(known))}" if known else
+                "no recipes are installed: install dlbs (pip install -e .) so that its "
+                f"{ENTRY_POINT_GROUP} entry points exist")
+        raise LaunchError(f"experiment {experiment.get('exp.id')}: no recipe for framework "
+                          f"{framework!r}", hint=hint)
+    return known[framework]

@@ -1,0 +1,128 @@
+"""Which keys tell experiments apart, and which experiment an attempt belongs to.
+
+An experiment's id (`exp.id`) is a hash of its identity parameters (dlbs/plan/builder.py):
+every parameter except those the configs declare `host: true` or `identity: false`, those
+whose value is computed from such a parameter or from the environment, those computed from
+`exp.id` itself (`exp.log_file`), and `results.*`. Parameters the configs do not declare (a
+user's own sweep axes) are identity parameters. Reports and comparisons key their rows by
+the identity parameters, never by host or run-control values, with one exception: the
+device model (`env.device_model`: the GPU model for GPU experiments, else the CPU model),
+since an H100 run and an H200 run of one spec share an id.
+
+Keys under `env.` are read from the environment a results database recorded with the
+attempt (host, gpu_model, gpu_driver, ...); logs carry none.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from dlbs.errors import ConfigError
+from dlbs.results.sources import Record
+
+ENV_PREFIX = "env."
+DEVICE_MODEL = "env.device_model"
+# What backends print besides results.* (titles, versions) and the keys the planner leaves
+# out of the id by construction: never identity.
+OUTPUT_KEYS = frozenset({
+    "exp.id", "exp.log_file", "exp.model_title", "exp.framework_title", "exp.framework_ver",
+    "exp.device_title", "exp.status_msg",
+})
+
+
+@dataclass(frozen=True)
+class KeyRules:
+    """What the default configs say about parameters."""
+
+    # Declared host/identity: false, or computed from such a parameter or the environment.
+    non_identity: frozenset[str]
+    # Every parameter the configs declare.
+    declared: frozenset[str]
+    # Declared parameters whose default is a plain value (no reference): value by name.
+    plain_defaults: Mapping[str, Any]
+
+
+@functools.lru_cache(maxsize=1)
+def key_rules() -> KeyRules:
+    """The rules of the default configs (read once; without configs, only built-in rules)."""
+    from dlbs.config.loader import load_spec
+    from dlbs.plan.graph import matching, references
+
+    try:
+        spec = load_spec(None)
+    except ConfigError:
+        return KeyRules(frozenset(), frozenset(), {})
+    params = spec.params
+    refs: dict[str, frozenset[str]] = {}
+    for name, definition in params.items():
+        names, patterns = references(definition.value)   # ${${exp.framework}.x}: patterns
+        refs[name] = names | frozenset(matching(patterns, params)) if patterns else names
+    non_identity = {name for name, definition in params.items() if definition.host}
+    non_identity.update(name for name, names in refs.items()
+                        if any(ref not in params for ref in names))   # the environment
+    non_identity.update(("exp.id", "exp.log_file"))
+    changed = True
+    while changed:  # close over references: a value computed from a host value is one too
+        changed = False
+        for name, names in refs.items():
+            if name not in non_identity and names & non_identity:
+                non_identity.add(name)
+                changed = True
+    plain = {name: definition.value for name, definition in params.items() if not refs[name]}
+    return KeyRules(frozenset(non_identity), frozenset(params), plain)
+
+
+def is_identity_key(key: str, rules: KeyRules) -> bool:
+    """Whether `key` is part of an experiment's identity (see the module)."""
+    if key.startswith(("results.", ENV_PREFIX)) or key in OUTPUT_KEYS:
+        return False
+    return key not in rules.non_identity
+
+
+def device_model(record: Record) -> str | None:
+    """The GPU model of a GPU experiment, else the CPU model; None when not recorded."""
+    environment = record.environment
+    if not environment:
+        return None
+    experiment = record.experiment
+    gpus = experiment.get("exp.num_gpus")
+    on_gpu = experiment.get("exp.device_type") == "gpu" or (
+        isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0)
+    model = environment.get("gpu_model" if on_gpu else "cpu_model")
+    return None if model is None else str(model)
+
+
+def value_of(record: Record, key: str) -> Any:
+    """The value of `key` for an attempt: a parameter or result, or `env.*` from its host."""
+    if key.startswith(ENV_PREFIX):
+        if key == DEVICE_MODEL:
+            return device_model(record)
+        return record.environment.get(key[len(ENV_PREFIX):])
+    return record.experiment.get(key)
+
+
+def hashable(value: Any) -> Any:
+    """`value` as a dict key: lists and objects as their canonical JSON."""
+    if isinstance(value, list | dict):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return value
+
+
+def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
+    """What makes two attempts one experiment.
+
+    Its id (or, without one, its identity parameters) and the device model.
+    """
+    experiment = record.experiment
+    exp_id = experiment.get("exp.id")
+    if exp_id in (None, ""):
+        identity = orjson.dumps(
+            {key: value for key, value in experiment.items() if is_identity_key(key, rules)},
+            option=orjson.OPT_SORT_KEYS, default=str)
+        return ("params", identity, device_model(record))
+    return ("id", str(exp_id), device_model(record))

@@ -1,0 +1,127 @@
+"""The values a report can show: results keys, their titles with units, how cells combine them.
+
+`--columns` names them with or without `results.` (`time_median`, `results.time_median`,
+`use.gpu_util_mean`); `speedup` and `efficiency` exist in scaling reports. A cell of several
+attempts of one experiment shows the mean of their values, the maximum for peaks and
+maxima, the minimum for minima; text values show the newest attempt's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dlbs.errors import ResultsError
+from dlbs.report.identity import value_of
+from dlbs.results.sources import Record
+
+MEAN, MAX, MIN = "mean", "max", "min"
+SPEEDUP, EFFICIENCY = "speedup", "efficiency"
+SCALING_ONLY = (SPEEDUP, EFFICIENCY)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One value column: the key it reads, its title (with the unit), its CSV/JSON field."""
+
+    key: str
+    title: str
+    field: str
+    combine: str = MEAN
+
+
+# key -> (title, field); the field of any other results.X is X.
+_KNOWN: dict[str, tuple[str, str]] = {
+    "results.time": ("batch time (ms)", "time_ms"),
+    "results.throughput": ("throughput (inst/s)", "throughput"),
+    "results.time_median": ("median batch time (ms)", "time_median"),
+    "results.time_std": ("batch time std (ms, ddof=1)", "time_std"),
+    "results.time_p90": ("p90 batch time (ms)", "time_p90"),
+    "results.time_p95": ("p95 batch time (ms)", "time_p95"),
+    "results.time_p99": ("p99 batch time (ms)", "time_p99"),
+    "results.time_min": ("min batch time (ms)", "time_min"),
+    "results.time_max": ("max batch time (ms)", "time_max"),
+    "results.time_count": ("timed batches", "time_count"),
+    "results.warmup_time": ("warm-up batch time (ms)", "warmup_time"),
+    "results.time_data_wait": ("data wait (ms)", "time_data_wait"),
+    "results.mem_peak": ("peak memory (MiB)", "mem_peak"),
+    "results.use.cpu_mean": ("CPU mean (% of a core)", "use.cpu_mean"),
+    "results.use.cpu_max": ("CPU max (% of a core)", "use.cpu_max"),
+    "results.use.rss_mean": ("RSS mean (MiB)", "use.rss_mean"),
+    "results.use.rss_max": ("RSS peak (MiB)", "use.rss_max"),
+    "results.use.gpu_util_mean": ("GPU util mean (%)", "use.gpu_util_mean"),
+    "results.use.gpu_util_max": ("GPU util max (%)", "use.gpu_util_max"),
+    "results.use.gpu_mem_mean": ("GPU memory mean (MiB)", "use.gpu_mem_mean"),
+    "results.use.gpu_mem_max": ("GPU memory peak (MiB)", "use.gpu_mem_max"),
+    "results.use.gpu_power_mean": ("GPU power mean (W)", "use.gpu_power_mean"),
+    "results.use.gpu_power_max": ("GPU power max (W)", "use.gpu_power_max"),
+    "results.latency_mean": ("latency mean (ms)", "latency_mean"),
+    "results.latency_p50": ("latency p50 (ms)", "latency_p50"),
+    "results.latency_p90": ("latency p90 (ms)", "latency_p90"),
+    "results.latency_p95": ("latency p95 (ms)", "latency_p95"),
+    "results.latency_p99": ("latency p99 (ms)", "latency_p99"),
+    "results.latency_p999": ("latency p99.9 (ms)", "latency_p999"),
+    "results.qps": ("QPS (samples/s)", "qps"),
+    "results.target_qps": ("target QPS (samples/s)", "target_qps"),
+    "results.max_qps": ("max QPS (samples/s)", "max_qps"),
+    SPEEDUP: ("speedup", SPEEDUP),
+    EFFICIENCY: ("efficiency (%)", EFFICIENCY),
+}
+# The monitor's summaries that answer "was the GPU busy?" next to the speed.
+MONITOR_COLUMNS = ("results.use.gpu_util_mean", "results.use.gpu_mem_max",
+                   "results.use.gpu_power_mean", "results.use.cpu_mean")
+TIME = "results.time"
+THROUGHPUT = "results.throughput"
+
+
+def metric(key: str) -> Metric:
+    """The metric that reads `key` (a full key: results.X, speedup, efficiency, ...)."""
+    title, field = _KNOWN.get(key, (key.removeprefix("results."), key.removeprefix("results.")))
+    if key.endswith(("_max", "_peak")) or key == "results.mem_peak":
+        combine = MAX
+    elif key.endswith("_min"):
+        combine = MIN
+    else:
+        combine = MEAN
+    return Metric(key, title, field, combine)
+
+
+def resolve(names: Sequence[str], records: Sequence[Record], scaling: bool) -> list[Metric]:
+    """Metrics for `--columns` names (`x` or `results.x`); unknown names are one error."""
+    metrics = []
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        if name in SCALING_ONLY:
+            if not scaling:
+                raise ResultsError(f"--columns {name}: only weak and strong reports have it")
+            metrics.append(metric(name))
+            continue
+        key = name if name.startswith(("results.", "exp.", "env.")) else f"results.{name}"
+        if key not in _KNOWN and not any(value_of(r, key) is not None for r in records):
+            raise ResultsError(
+                f"--columns {raw}: no experiment has {key}",
+                hint="`dlbs parse LOGS` lists every key; monitor summaries are "
+                     "use.<series>_mean and use.<series>_max (docs/reports.md)")
+        metrics.append(metric(key))
+    if not metrics:
+        raise ResultsError("--columns names no column", hint="e.g. --columns time,throughput")
+    return metrics
+
+
+def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
+    """The cell's value of `metric_` over its attempts (see the module); None if none has it."""
+    values = [value_of(record, metric_.key) for record in attempts]
+    numbers = [float(v) for v in values if isinstance(v, int | float)
+               and not isinstance(v, bool) and math.isfinite(v)]
+    if numbers:
+        if metric_.combine == MAX:
+            return max(numbers)
+        if metric_.combine == MIN:
+            return min(numbers)
+        return math.fsum(numbers) / len(numbers)
+    present = [v for v in values if v is not None]
+    return present[-1] if present else None

@@ -1,0 +1,97 @@
+"""`dlbs plan` and `dlbs validate` on DLBS-style specs: warnings, and all-or-nothing output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+# A DLBS user's spec with a typo in a framework setting, a DLBS setting dlbs does not have,
+# and helper variables of its own (used, and unused but outside dlbs's namespaces).
+DLBS_SPEC = {
+    "parameters": {
+        "exp.framework": "pytorch",
+        "pytorch.num_thread": 4,
+        "mxnet.use_dali": True,
+        "global_batch": 1024,
+        "exp.replica_batch": "$(${global_batch} // ${exp.num_replicas})$",
+        "note": "a label of my own",
+        "exp.num_batches": 5,
+    },
+    "variables": {"exp.gpus": ["", "0", "0,1"]},
+}
+WARNINGS = [
+    "dlbs: warning: {spec}: parameter 'pytorch.num_thread' is neither declared nor used by any "
+    "template: it is only recorded with the experiment; did you mean 'pytorch.num_threads'?",
+    "dlbs: warning: {spec}: parameter 'mxnet.use_dali' is neither declared nor used by any "
+    "template: it is only recorded with the experiment; the MXNet backend reads RecordIO with "
+    "ImageRecordIter, not DALI",
+]
+
+
+@pytest.fixture
+def dlbs_spec(tmp_path: Path) -> Path:
+    path = tmp_path / "dlbs_spec.json"
+    path.write_text(json.dumps(DLBS_SPEC))
+    return path
+
+
+def test_plan_warns_once_per_unread_parameter(dlbs_cli, dlbs_spec):
+    result = dlbs_cli("plan", "-c", str(dlbs_spec))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [w.format(spec=dlbs_spec) for w in WARNINGS]
+    experiments = json.loads(result.stdout)
+    assert [e["exp.replica_batch"] for e in experiments] == [1024, 1024, 512]
+
+
+def test_validate_warns_on_stderr_and_reports_on_stdout(dlbs_cli, dlbs_spec):
+    result = dlbs_cli("validate", "-c", str(dlbs_spec))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "plan: 3 experiments\nok\n"
+    assert result.stderr.splitlines() == [w.format(spec=dlbs_spec) for w in WARNINGS]
+
+
+def test_a_clean_spec_plans_without_a_word(dlbs_cli, tmp_path):
+    path = tmp_path / "clean.json"
+    path.write_text(json.dumps({"parameters": {"exp.framework": "mxnet",
+                                               "mxnet.cudnn_autotune": "false",
+                                               "exp.use_tensor_core": True}}))
+    for command in ("plan", "validate"):
+        result = dlbs_cli(command, "-c", str(path))
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+# The third experiment of five fails to resolve.
+FAILS_THIRD = """
+variables: {m: [one, two, bad, four, five]}
+parameters: {x: "$(1 if '${m}' != 'bad' else 1 / 0)$"}
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "table"])
+def test_documents_are_all_or_nothing(dlbs_cli, tmp_path, fmt):
+    path = tmp_path / "fails.yaml"
+    path.write_text(FAILS_THIRD)
+    result = dlbs_cli("plan", "-c", str(path), "--no-defaults", "--format", fmt)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[0].startswith("dlbs: error: ")
+    assert "experiment: m=bad" in result.stderr and "written" not in result.stderr
+
+
+def test_jsonl_streams_what_resolved_before_the_failure(dlbs_cli, tmp_path):
+    path = tmp_path / "fails.yaml"
+    path.write_text(FAILS_THIRD)
+    result = dlbs_cli("plan", "-c", str(path), "--no-defaults", "--format", "jsonl")
+    assert result.returncode == 2
+    assert [json.loads(line)["m"] for line in result.stdout.splitlines()] == ["one", "two"]
+    assert "(after 2 experiments were written)" in result.stderr
+
+
+def test_a_large_json_plan_is_written_whole(dlbs_cli, tmp_path):
+    path = tmp_path / "large.yaml"
+    path.write_text("variables: {a: " + json.dumps(list(range(300))) + ", b: [x, y, z]}\n")
+    result = dlbs_cli("plan", "-c", str(path), "--no-defaults")
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)) == 900
