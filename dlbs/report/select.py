@@ -146,6 +146,8 @@ class Selection:
     # Experiments shown with earlier ok attempts although their newest is not ok.
     latest_not_ok: int = 0
     duplicates: int = 0
+    # Experiments whose newest attempt is not ok (shown or not), for their reasons.
+    failed: list[Experiment] = field(default_factory=list)
 
 
 def select(records: Sequence[Record], rules: KeyRules, filters: Sequence[Filter] = (),
@@ -155,6 +157,8 @@ def select(records: Sequence[Record], rules: KeyRules, filters: Sequence[Filter]
     selection = Selection(duplicates=duplicates)
     for experiment in group_experiments(unique, rules):
         attempts = experiment.ok_attempts(latest_only)
+        if experiment.status != "ok":
+            selection.failed.append(experiment)
         if not attempts:
             selection.not_counted[experiment.status] += 1
             continue

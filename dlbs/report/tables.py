@@ -109,6 +109,8 @@ class Report:
     by_id: bool = False
     stats_warnings: list[str] = field(default_factory=list)
     scale_label: str = "GPUs"
+    # Experiments whose newest attempt is not ok, with their reasons.
+    failures: list[Experiment] = field(default_factory=list)
 
     @property
     def counted(self) -> int:
@@ -206,7 +208,8 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
     rules = key_rules()
     selection = select(records, rules, options.filters, options.latest)
     report = Report(kind=kind, not_counted=selection.not_counted,
-                    latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates)
+                    latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates,
+                    failures=selection.failed)
     all_records = [record for _, attempts in selection.measured for record in attempts]
     report.metrics = _metrics(options, all_records)
     measured = []
@@ -228,7 +231,7 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
     candidates = [key for key in candidates if key != column_key]
     count = len(measured)
     if options.by is not None or kind == "pivot":
-        wanted = list(options.rows if kind == "pivot" else options.by or [])
+        wanted = list((options.rows if kind == "pivot" else options.by) or [])
         row_keys = [resolve_key(key, representatives) for key in wanted]
         loose = keys_module.undetermined(count, axis + row_keys,
                                          [k for k in candidates if k not in row_keys], values_of)
@@ -262,7 +265,7 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
 
 def _metrics(options: Options, records: Sequence[Record]) -> list[Metric]:
     if options.kind == "pivot":
-        if not options.rows or not options.cols or not options.value:
+        if options.rows is None or not options.cols or not options.value:
             raise ResultsError("--type pivot needs --rows KEY, --cols KEY and --value "
                                "results.X", hint="e.g. --rows exp.model --cols "
                                "exp.replica_batch --value results.throughput")

@@ -1,0 +1,177 @@
+"""A report as one self-contained HTML page.
+
+Tables, charts, resource use, environment, failures. Nothing on the page is fetched: styles
+are in the page and charts are inline SVG (matplotlib, text kept as text), so the file can
+be mailed, archived or opened offline. The page is a Jinja2 template
+(templates/report.html.j2) with autoescaping; only the SVG that matplotlib wrote is inserted
+as markup.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from dlbs import __version__
+from dlbs.report.keys import title
+from dlbs.report.metrics import MONITOR_COLUMNS, Metric, combine, metric
+from dlbs.report.render import TITLES, header_lines, key_text, layout, number
+from dlbs.report.select import Experiment, as_text
+from dlbs.report.tables import SCALING, Report
+
+# Charts of more rows than this would be unreadable; the tables still hold every row.
+MAX_CHART_ROWS = 40
+# Environment fields shown, in order: (key in the environment, column title).
+ENVIRONMENT_FIELDS = (
+    ("host", "host"), ("gpu_model", "GPU"), ("gpu_count", "GPUs"), ("gpu_driver", "driver"),
+    ("cuda_driver_version", "CUDA (driver)"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"),
+    ("os", "OS"), ("python", "Python"), ("dlbs_version", "dlbs"),
+)
+_XML_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
+
+
+def render_html(report: Report) -> str:
+    """The page (see the module)."""
+    from jinja2 import Environment, PackageLoader, select_autoescape
+    from markupsafe import Markup
+
+    environment = Environment(loader=PackageLoader("dlbs.report", "templates"),
+                              autoescape=select_autoescape(("html", "j2")),
+                              trim_blocks=True, lstrip_blocks=True)
+    template = environment.get_template("report.html.j2")
+    lines = header_lines(report)
+    monitor = _monitor_table(report)
+    headers, environments = _environments(report)
+    return template.render(
+        heading=lines[0] if report.kind == "pivot" else TITLES[report.kind],
+        version=__version__,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        counted=report.counted,
+        constants=lines[1:],
+        grids=layout(report),
+        charts=[{"svg": Markup(svg), "caption": caption} for svg, caption in _charts(report)],
+        monitor_headers=monitor[0], monitor_rows=monitor[1], monitor_keys=len(report.row_keys),
+        environment_headers=headers, environments=environments,
+        failures=[_failure(experiment) for experiment in report.failures],
+        notes=report.footnotes(),
+    ) + "\n"
+
+
+def _charts(report: Report) -> list[tuple[str, str]]:
+    """(inline SVG, caption) of each chart the report has."""
+    rows = report.rows()
+    if not report.cells or len(rows) > MAX_CHART_ROWS:
+        return []
+    from dlbs.report import plot
+
+    if report.kind in SCALING:
+        figure = plot.scaling_figure(report)
+        caption = ("Throughput (dashed: ideal linear scaling from one GPU) and efficiency "
+                   "against the GPU count; error bars: one batch-time standard deviation.")
+    elif report.kind == "pivot":
+        figure = plot.pivot_figure(report, plot.Chart())
+        caption = f"{report.metrics[0].title} by {report.column_title}."
+    else:
+        figure = _bars(report)
+        caption = f"{report.metrics[0].title} of each row."
+    return [(_svg(figure, 0), caption)]
+
+
+def _bars(report: Report) -> Any:
+    """A regular report's first value, one horizontal bar per row."""
+    from matplotlib.figure import Figure
+
+    item = report.metrics[0]
+    rows = report.rows()
+    labels = [", ".join(key_text(v) for v in shown) for shown, _ in rows]
+    values = [next(iter(cells.values())).values.get(item.key) for _, cells in rows]
+    spreads = [next(iter(cells.values())).spread_pct for _, cells in rows]
+    numbers = [v if isinstance(v, float) else 0.0 for v in values]
+    errors = [v * s / 100.0 if s is not None and item.key in ("results.time",
+                                                                "results.throughput") else 0.0
+              for v, s in zip(numbers, spreads)]
+    figure = Figure(figsize=(7.0, 0.9 + 0.3 * len(rows)), layout="constrained")
+    axes = figure.subplots()
+    positions = list(range(len(rows)))[::-1]
+    axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
+    axes.set_yticks(positions, labels, fontsize="small")
+    axes.set_xlabel(item.title)
+    axes.grid(True, axis="x", alpha=0.3)
+    return figure
+
+
+def _svg(figure: Any, index: int) -> str:
+    """The figure as an inline <svg> element: no XML prologue, ids unique to the chart."""
+    import io
+
+    import matplotlib
+
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": f"dlbs-chart-{index}", "svg.fonttype": "none"}):
+        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return _XML_PROLOGUE.sub(b"", buffer.getvalue()).decode("utf-8")
+
+
+def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
+    """Row keys and the monitor's summaries of each cell, when any cell has them."""
+    metrics: list[Metric] = [metric(key) for key in MONITOR_COLUMNS]
+    rows = []
+    for shown, cells in report.rows():
+        for column, cell in sorted(cells.items(), key=lambda item: as_text(item[0])):
+            values = [combine(item, cell.attempts) for item in metrics]
+            if all(value is None for value in values):
+                continue
+            keys = [key_text(value) for value in shown]
+            if report.column_key is not None:
+                keys.append(f"{report.column_title} {key_text(column)}")
+            rows.append(keys + [number(value) for value in values])
+    if not rows:
+        return [], []
+    headers = [title(key) for key in report.row_keys]
+    if report.column_key is not None:
+        headers.append(report.column_title)
+    return headers + [item.title for item in metrics], rows
+
+
+def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
+    """Distinct environments of the measured attempts, with framework versions and counts."""
+    found: dict[bytes, dict[str, Any]] = {}
+    for cell in report.cells:
+        for record in cell.attempts:
+            if not record.environment:
+                continue
+            key = orjson.dumps(record.environment, option=orjson.OPT_SORT_KEYS)
+            entry = found.setdefault(key, {"environment": record.environment,
+                                           "experiments": set(), "frameworks": set()})
+            entry["experiments"].add(cell.experiment.identity)
+            version = record.experiment.get("exp.framework_ver")
+            if version:
+                entry["frameworks"].add(str(version))
+    headers = [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
+    rows = []
+    for entry in found.values():
+        environment = entry["environment"]
+        values = [as_text(environment.get(key)) or "-" for key, _ in ENVIRONMENT_FIELDS]
+        values.append(", ".join(sorted(entry["frameworks"])) or "-")
+        rows.append({"count": len(entry["experiments"]), "values": values})
+    return headers, rows
+
+
+def _failure(experiment: Experiment) -> dict[str, str]:
+    latest = experiment.latest.experiment
+    what = ", ".join(key_text(latest.get(key)) for key in _WHAT if latest.get(key) is not None)
+    return {
+        "exp_id": as_text(latest.get("exp.id")) or "-",
+        "what": what or "-",
+        "status": as_text(latest.get("results.status")),
+        "reason": as_text(latest.get("results.status_msg")) or "-",
+        "log": as_text(latest.get("results.log_file")) or "-",
+    }
+
+
+_WHAT: Sequence[str] = ("exp.framework", "exp.model", "exp.phase", "exp.dtype",
+                        "exp.num_gpus", "exp.replica_batch")

@@ -1,0 +1,273 @@
+"""Charts with matplotlib: any value against any key, and presets for the usual questions.
+
+- `chart(records, Chart(x=..., y=..., series=...))`: the value `y` (a results key) of each
+  experiment against the parameter `x`, one line (or group of bars) per value of `series`.
+  It is a pivot report drawn: if another identity parameter varies, it refuses and says
+  which (pick one with a filter), so a point never mixes experiments.
+- presets: `weak` and `strong` (throughput and efficiency against the GPU count, with the
+  ideal), `latency` (latency percentiles against QPS, for inference scenarios), `monitor`
+  (the resource monitor's series of one experiment over time, the timed interval shaded).
+
+Axes carry units; error bars show the batch-time spread (one standard deviation, ddof=1)
+where the value is a batch time or a throughput. Figures are made without pyplot (no global
+state, no display needed).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dlbs.errors import ResultsError
+from dlbs.report.keys import title
+from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
+from dlbs.report.render import key_text
+from dlbs.report.select import Filter
+from dlbs.report.tables import SCALING, Options, Report, build_report
+from dlbs.results.sources import Record
+from dlbs.results.usage import PREFIX as USE_PREFIX
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+PRESETS = ("weak", "strong", "latency", "monitor")
+KINDS = ("line", "bar")
+FORMATS = ("png", "svg")
+LATENCY_KEYS = ("results.latency_p50", "results.latency_p90", "results.latency_p99")
+# Monitor series: (key, axis label); drawn when the experiment has them.
+MONITOR_SERIES = (
+    ("cpu", "CPU (% of a core)"), ("rss", "RSS (MiB)"), ("gpu_util", "GPU util (%)"),
+    ("gpu_mem", "GPU memory (MiB)"), ("gpu_power", "GPU power (W)"),
+)
+_SPREAD_METRICS = (TIME, THROUGHPUT)
+_SIZE = (7.0, 4.2)
+
+
+@dataclass
+class Chart:
+    """What to draw: a preset, or `y` against `x` per `series`."""
+
+    preset: str | None = None
+    x: str | None = None
+    y: str | None = None
+    series: str | None = None
+    kind: str = "line"
+    filters: Sequence[Filter] = field(default_factory=tuple)
+    latest: bool = False
+    # monitor preset: the experiment (an exp.id or its unique prefix)
+    experiment: str | None = None
+    title: str | None = None
+
+
+def chart(records: Sequence[Record], request: Chart) -> Figure:
+    """The figure `request` describes, from attempt records (summaries, or full for monitor)."""
+    if request.kind not in KINDS:
+        raise ResultsError(f"unknown chart kind {request.kind!r}; expected line or bar")
+    if request.preset is not None:
+        if request.preset not in PRESETS:
+            raise ResultsError(f"unknown preset {request.preset!r}; expected one of "
+                               f"{', '.join(PRESETS)}")
+        if request.preset in SCALING:
+            report = build_report(records, Options(kind=request.preset, filters=request.filters,
+                                                   latest=request.latest))
+            return scaling_figure(report, request.title)
+        if request.preset == "latency":
+            return latency_figure(records, request)
+        return monitor_figure(records, request)
+    if not request.x or not request.y:
+        raise ResultsError("a chart needs --x KEY and --y results.X, or a --preset",
+                           hint=f"presets: {', '.join(PRESETS)}")
+    report = build_report(records, Options(
+        kind="pivot", rows=[request.series] if request.series else [], cols=request.x,
+        value=request.y, filters=request.filters, latest=request.latest))
+    return pivot_figure(report, request)
+
+
+def save(figure: Figure, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes."""
+    if fmt not in FORMATS:
+        raise ResultsError(f"charts are written as .png or .svg, not .{fmt}")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight",
+                   metadata={"Date": None} if fmt == "svg" else None)
+    return buffer.getvalue()
+
+
+def _figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(_SIZE[0], _SIZE[1] * rows * (0.75 if rows > 1 else 1)),
+                    layout="constrained")
+    axes = figure.subplots(rows, 1, squeeze=False, sharex=rows > 1)
+    return figure, [row[0] for row in axes]
+
+
+def _label(report: Report, shown: tuple[Any, ...]) -> str:
+    if not shown:
+        return "all"
+    if len(shown) == 1:
+        return key_text(shown[0])
+    return ", ".join(f"{title(key)} {key_text(value)}"
+                     for key, value in zip(report.row_keys, shown))
+
+
+def _error(report: Report, key: str, cell_value: float | None, spread: float | None) -> float:
+    if key not in _SPREAD_METRICS or cell_value is None or spread is None:
+        return 0.0
+    return cell_value * spread / 100.0
+
+
+def scaling_figure(report: Report, heading: str | None = None) -> Figure:
+    """Throughput and efficiency against the GPU count, one line per row, ideal dashed."""
+    if not report.cells:
+        raise ResultsError("nothing to plot: no ok experiments", hint=_notes(report))
+    figure, (upper, lower) = _figure(2)
+    scales = [column for column in report.columns if isinstance(column, int)]
+    for shown, cells in report.rows():
+        points = sorted(cells)
+        values = [cells[s].values.get(THROUGHPUT) for s in points]
+        errors = [_error(report, THROUGHPUT, v, cells[s].spread_pct)
+                  for s, v in zip(points, values)]
+        line = upper.errorbar(points, _floats(values), yerr=errors, marker="o", capsize=3,
+                              label=_label(report, shown))
+        base = cells.get(1)
+        if base is not None and base.values.get(THROUGHPUT):
+            ideal = base.values[THROUGHPUT]
+            upper.plot(scales, [ideal * s for s in scales], linestyle="--", linewidth=1,
+                       color=line[0].get_color(), alpha=0.5)
+        efficiency = [cells[s].values.get(EFFICIENCY) for s in points]
+        lower.plot(points, _floats(efficiency), marker="o", color=line[0].get_color())
+    upper.set_ylabel(metric(THROUGHPUT).title)
+    upper.set_title(heading or ("Weak scaling (same replica batch)" if report.kind == "weak"
+                                else "Strong scaling (same effective batch)"))
+    upper.legend(fontsize="small", title="dashed: ideal (linear)", title_fontsize="small")
+    lower.axhline(100.0, color="grey", linestyle="--", linewidth=1)
+    lower.set_ylabel("efficiency (%)")
+    lower.set_xlabel(f"number of {report.scale_label}")
+    lower.set_xticks(scales)
+    for axes in (upper, lower):
+        axes.grid(True, alpha=0.3)
+    return figure
+
+
+def pivot_figure(report: Report, request: Chart) -> Figure:
+    """`y` against `x`, one series per row of the pivot report."""
+    if not report.cells:
+        raise ResultsError("nothing to plot: no ok experiment has the value",
+                           hint=_notes(report))
+    item = report.metrics[0]
+    figure, (axes,) = _figure()
+    columns = report.columns
+    numeric = all(isinstance(c, int | float) and not isinstance(c, bool) for c in columns)
+    rows = report.rows()
+    width = 0.8 / max(1, len(rows))
+    for index, (shown, cells) in enumerate(rows):
+        points = [c for c in columns if c in cells]
+        values = [cells[c].values.get(item.key) for c in points]
+        errors = [_error(report, item.key, v, cells[c].spread_pct)
+                  for c, v in zip(points, values)]
+        label = _label(report, shown)
+        if request.kind == "bar" or not numeric:
+            positions = [columns.index(c) + (index - (len(rows) - 1) / 2) * width
+                         for c in points]
+            if request.kind == "bar":
+                axes.bar(positions, _floats(values), width=width, yerr=errors, capsize=3,
+                         label=label)
+            else:
+                axes.errorbar(positions, _floats(values), yerr=errors, marker="o", capsize=3,
+                              label=label)
+            axes.set_xticks(range(len(columns)), [key_text(c) for c in columns])
+        else:
+            axes.errorbar(points, _floats(values), yerr=errors, marker="o", capsize=3,
+                          label=label)
+    axes.set_xlabel(_axis_label(report.column_title))
+    axes.set_ylabel(item.title)
+    axes.set_title(request.title or f"{item.title} by {report.column_title}")
+    if report.row_keys:
+        axes.legend(fontsize="small", title=", ".join(title(k) for k in report.row_keys),
+                    title_fontsize="small")
+    axes.grid(True, alpha=0.3)
+    return figure
+
+
+def latency_figure(records: Sequence[Record], request: Chart) -> Figure:
+    """Latency percentiles against the achieved QPS: one point per experiment."""
+    report = build_report(records, Options(kind="regular", filters=request.filters,
+                                           latest=request.latest,
+                                           columns=["qps", *LATENCY_KEYS]))
+    points = [cell for cell in report.cells
+              if isinstance(cell.values.get("results.qps"), float)]
+    if not points:
+        raise ResultsError("nothing to plot: no ok experiment has results.qps and latencies",
+                           hint="the latency preset reads LoadGen scenario results")
+    figure, (axes,) = _figure()
+    points.sort(key=lambda cell: cell.values["results.qps"])
+    for key in LATENCY_KEYS:
+        pairs = [(c.values["results.qps"], c.values.get(key)) for c in points]
+        pairs = [(x, y) for x, y in pairs if isinstance(y, float)]
+        if pairs:
+            axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o",
+                      label=key.removeprefix("results.latency_"))
+    axes.set_xlabel(metric("results.qps").title)
+    axes.set_ylabel("latency (ms)")
+    axes.set_title(request.title or "Latency percentiles against load")
+    axes.legend(fontsize="small", title="percentile", title_fontsize="small")
+    axes.grid(True, alpha=0.3)
+    return figure
+
+
+def monitor_figure(records: Sequence[Record], request: Chart) -> Figure:
+    """The monitor's series of one experiment (its newest attempt) over time."""
+    wanted = request.experiment
+    if not wanted:
+        raise ResultsError("the monitor preset draws one experiment: name it with --exp ID")
+    found = {str(r.experiment.get("exp.id")): r for r in records
+             if str(r.experiment.get("exp.id", "")).startswith(wanted)}
+    if len(found) != 1:
+        what = "no experiment" if not found else f"{len(found)} experiments"
+        raise ResultsError(f"--exp {wanted}: {what} with that id (prefix)",
+                           hint="`dlbs parse DB --keys exp.id,exp.model` lists the ids")
+    matches = [r for r in records if str(r.experiment.get("exp.id")) in found]
+    record = max(matches, key=lambda r: r.recency)
+    experiment = record.experiment
+    clock = experiment.get(f"{USE_PREFIX}time")
+    present = [(name, label) for name, label in MONITOR_SERIES
+               if isinstance(experiment.get(f"{USE_PREFIX}{name}"), list)]
+    if not isinstance(clock, list) or not present:
+        raise ResultsError(f"experiment {next(iter(found))} has no monitor series",
+                           hint="run it with monitor.frequency > 0 (docs/monitor.md)")
+    figure, axes_list = _figure(len(present))
+    start = experiment.get(f"{USE_PREFIX}timed_start")
+    end = experiment.get(f"{USE_PREFIX}timed_end")
+    for axes, (name, label) in zip(axes_list, present):
+        values = _floats(experiment[f"{USE_PREFIX}{name}"])
+        axes.plot(_floats(clock), values, linewidth=1.2)
+        axes.set_ylabel(label, fontsize="small")
+        if isinstance(start, float) and isinstance(end, float):
+            axes.axvspan(start, end, alpha=0.15, color="tab:green")
+        axes.grid(True, alpha=0.3)
+    axes_list[-1].set_xlabel("time since the benchmark started (s)")
+    axes_list[0].set_title(request.title or (
+        f"{experiment.get('exp.model')} ({next(iter(found))}): resource use; shaded: "
+        "timed batches"))
+    return figure
+
+
+def _floats(values: Sequence[Any]) -> list[float]:
+    return [float(v) if isinstance(v, int | float) and not isinstance(v, bool)
+            and math.isfinite(v) else math.nan for v in values]
+
+
+def _axis_label(column_title: str) -> str:
+    units = {"replica batch": "replica batch (instances)",
+             "effective batch": "effective batch (instances)", "gpus": "GPUs"}
+    return units.get(column_title, column_title)
+
+
+def _notes(report: Report) -> str | None:
+    notes = [note for note in report.footnotes() if not note.startswith("No ok")]
+    return " ".join(notes) or None
