@@ -3,7 +3,7 @@
 #
 #   scripts/setup.sh            dlbs and its test tools
 #   scripts/setup.sh --pytorch  ... plus the PyTorch backend's packages (CPU is enough)
-#   scripts/setup.sh --all      ... plus PyTorch and MXNet 1.9.1 (numpy 1.23.5), in one venv
+#   scripts/setup.sh --all      ... plus PyTorch, MXNet 1.9.1 (numpy 1.23.5) and ONNX Runtime, in one venv
 #
 # Works on a fresh Debian machine as root: python3-venv is installed when it is missing.
 set -euo pipefail
@@ -13,7 +13,7 @@ extras="test"
 case "${1:-}" in
     "") ;;
     --pytorch) extras="test,pytorch" ;;
-    --all) extras="test,pytorch,mxnet" ;;
+    --all) extras="test,pytorch,mxnet,onnxruntime" ;;
     *) echo "usage: $0 [--pytorch|--all]" >&2; exit 2 ;;
 esac
 
@@ -36,5 +36,8 @@ case "$extras" in
 esac
 case "$extras" in
     *mxnet*) .venv/bin/python -W ignore -c "import mxnet" ;;
+esac
+case "$extras" in
+    *onnxruntime*) .venv/bin/python -c "import onnxruntime, onnx, onnxscript" ;;
 esac
 echo "setup.sh: .venv ready (extras: $extras)"

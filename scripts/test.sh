@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run all of it (as root on Debian 12):
-# the venv with PyTorch and MXNet, the Docker Engine and a local test image, and a
-# two-node SLURM cluster on this machine. Extra arguments go to pytest.
+# the venv with PyTorch and MXNet, the Docker Engine and a local test image, a
+# two-node SLURM cluster on this machine, and Debian's chromium (HTML report test).
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,4 +10,5 @@ bash scripts/setup.sh --all
 bash .ci/services/docker.sh
 bash .ci/services/test-image.sh
 bash .ci/services/slurm.sh
+bash .ci/services/chromium.sh
 exec .venv/bin/python -m pytest "$@"

@@ -24,7 +24,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "help": ("dlbs.cli.help", "show parameter documentation from the configs"),
     "list": ("dlbs.cli.list", "list models, frameworks or targets"),
     "parse": ("dlbs.cli.parse", "read experiment logs (DLBS's too) and print them as JSON or CSV"),
-    "report": ("dlbs.cli.report", "regular, weak or strong scaling tables from logs or DBs"),
+    "report": ("dlbs.cli.report",
+               "regular, scaling or pivot tables (or an HTML page) from logs or DBs"),
+    "compare": ("dlbs.cli.compare", "compare two sets of results; exit 1 when something "
+                "got slower"),
+    "plot": ("dlbs.cli.plot", "charts of results (PNG or SVG), with presets"),
 }
 
 

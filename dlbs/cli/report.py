@@ -1,12 +1,23 @@
-"""`dlbs report`: regular, weak- and strong-scaling tables from logs or results databases."""
+"""`dlbs report`: regular, scaling and pivot tables from logs or results databases."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-REPORT_TYPES = ("regular", "weak", "strong")
-FORMATS = ("text", "markdown", "csv", "json")
+REPORT_TYPES = ("regular", "weak", "strong", "pivot")
+FORMATS = ("text", "markdown", "csv", "json", "html")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Selection options shared by `dlbs report` and `dlbs plot`."""
+    parser.add_argument(
+        "--filter", dest="filters", action="append", default=[], metavar="KEY=GLOB",
+        help="keep experiments whose KEY matches GLOB (repeatable; the same KEY twice: "
+             "either), e.g. --filter exp.model='resnet*' --filter env.gpu_model='*H100*'")
+    parser.add_argument("--latest", action="store_true",
+                        help="measure only each experiment's newest attempt (default: all "
+                             "its ok attempts, n shown)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,30 +28,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "`dlbs parse` JSON files (default: the current folder)",
     )
     parser.add_argument("--type", dest="report_type", choices=REPORT_TYPES, default="regular",
-                        help="regular: model x batch; weak: same replica batch across GPU "
-                             "counts; strong: same effective batch across GPU counts")
+                        help="regular: one row per experiment; weak: same replica batch "
+                             "across GPU counts; strong: same effective batch across GPU "
+                             "counts; pivot: --value by --rows and --cols")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
-                        help="output format (default: text)")
+                        help="output format (default: text); html: one self-contained page")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the report to FILE (atomically) instead of stdout")
+    parser.add_argument("--by", metavar="K1,K2",
+                        help="row keys (default: every identity parameter that varies); "
+                             "refused when other identity parameters vary")
+    parser.add_argument("--columns", metavar="C1,C2",
+                        help="values to show, e.g. time_median,throughput,"
+                             "use.gpu_util_mean (with or without results.)")
+    parser.add_argument("--rows", metavar="K1,K2", help="pivot: row keys")
+    parser.add_argument("--cols", metavar="KEY", help="pivot: the key whose values are columns")
+    parser.add_argument("--value", metavar="results.X", help="pivot: the value in the cells")
+    add_input_arguments(parser)
+
+
+def split_list(text: str | None) -> list[str] | None:
+    """`a,b` -> ['a', 'b']; None stays None."""
+    if text is None:
+        return None
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
-    from dlbs.report import build_report, render
-    from dlbs.results.sources import load_experiments
+    from dlbs.report import Options, build_report, render
+    from dlbs.report.select import Filter
+    from dlbs.results.sources import Detail, load_experiments
     from dlbs.util.atomic import atomic_write
+    from dlbs.util.gc import no_cyclic_gc
 
-    loaded = load_experiments(args.inputs)
-    report = build_report(loaded.records, args.report_type)
-    text = render(report, args.fmt)
-    if args.output:
-        atomic_write(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    if args.fmt == "csv":
-        # CSV holds data only; what was left out still has to reach the reader.
-        for note in report.footnotes():
-            print(f"dlbs report: {note}", file=sys.stderr)
+    options = Options(
+        kind=args.report_type, by=split_list(args.by),
+        filters=[Filter.parse(text) for text in args.filters],
+        columns=split_list(args.columns), latest=args.latest,
+        rows=split_list(args.rows), cols=args.cols, value=args.value)
+    # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
+    with no_cyclic_gc():
+        loaded = load_experiments(args.inputs, Detail(summaries=True, all_attempts=True))
+        report = build_report(loaded.records, options)
+        text = render(report, args.fmt)
+        if args.output:
+            atomic_write(args.output, text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if args.fmt == "csv":
+            # CSV holds data only; what was left out still has to reach the reader.
+            for note in report.footnotes():
+                print(f"dlbs report: {note}", file=sys.stderr)
     return 0

@@ -19,7 +19,7 @@ from dlbs.config.values import TYPES, type_name
 from dlbs.errors import ConfigError
 
 TOP_LEVEL_KEYS = ("parameters", "variables", "extensions", "include")
-EXTENSION_KEYS = ("condition", "parameters", "cases")
+EXTENSION_KEYS = ("condition", "parameters", "cases", "error")
 CLI_SOURCE = "<command line>"
 
 
@@ -203,8 +203,17 @@ class SpecBuilder:
                                   f"expression, a list of values or a value, not an object")
         for name in [*parameters, *(k for case in cases for k in case)]:
             _check_name(str(name), source)
+        error = extension.get("error")
+        if error is not None:
+            # A rule (docs/language.md section 7): it refuses what it matches, sets nothing.
+            if not isinstance(error, str) or not error.strip():
+                raise ConfigError(f"{source}: 'error' must be a message (a non-empty string)")
+            if parameters or cases:
+                raise ConfigError(f"{source}: an extension with 'error' refuses the "
+                                  f"experiments it matches; it cannot also set parameters",
+                                  hint="split it into two extensions")
         self.spec.extensions.append(Extension(dict(condition), dict(parameters),
-                                              [dict(c) for c in cases], source))
+                                              [dict(c) for c in cases], source, error))
 
     # -- the command line --------------------------------------------------------------------
     def add_cli(self, params: Sequence[str] = (), variables: Sequence[str] = (),

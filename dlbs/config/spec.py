@@ -52,12 +52,17 @@ class Axis:
 
 @dataclass(slots=True)
 class Extension:
-    """A conditional: when every test holds, set `parameters` (once per case)."""
+    """A conditional: when every test holds, set `parameters` (once per case).
+
+    An extension with an `error` sets nothing: it is a rule that refuses every finished
+    experiment its condition matches, with that message (docs/language.md section 7).
+    """
 
     condition: dict[str, Any]
     parameters: dict[str, Any]
     cases: list[dict[str, Any]]
     source: str
+    error: str | None = None
 
 
 @dataclass(slots=True)
@@ -81,6 +86,7 @@ class Spec:
             "parameters": params,
             "variables": {name: axis.items for name, axis in self.axes.items()},
             "extensions": [
+                {"condition": ext.condition, "error": ext.error} if ext.error is not None else
                 {"condition": ext.condition, "parameters": ext.parameters, "cases": ext.cases}
                 for ext in self.extensions
             ],

@@ -3,7 +3,10 @@
 One sample reads `/proc/<pid>/stat` of every process once: that file holds the parent pid
 (to find the tree), user and system CPU time, the start time (to tell a reused pid from the
 process seen before) and the resident set size, the same counter as `statm`'s resident and
-`status`'s VmRSS. One read per process keeps a sample cheap; nothing else under /proc is read.
+`status`'s VmRSS. One read per process keeps a sample cheap; a node monitor also reads a new
+process's `environ` once, to tell whether it carries its job's tag.
+
+Stand-alone (standard library, Python 3.8): a SLURM job runs it on compute nodes.
 """
 
 from __future__ import annotations
@@ -79,6 +82,18 @@ def read_stat(pid: int, proc_root: str = "/proc") -> ProcessStat | None:
     finally:
         os.close(fd)
     return parse_stat(pid, text)
+
+
+def environ_has(pid: int, entry: bytes, proc_root: str = "/proc") -> bool:
+    """Whether `NAME=value` (`entry`) is in the environment process `pid` started with.
+
+    False when it cannot be read (another user's process, or gone).
+    """
+    try:
+        with open(f"{proc_root}/{pid}/environ", "rb") as stream:
+            return entry in stream.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def scan_processes(proc_root: str = "/proc") -> dict[int, ProcessStat]:

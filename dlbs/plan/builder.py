@@ -19,7 +19,7 @@ import orjson
 from dlbs.config.spec import Extension, ParamDef, Spec
 from dlbs.config.template import escape
 from dlbs.config.values import render
-from dlbs.errors import ConfigError
+from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.graph import references, sweep_dependencies
 from dlbs.plan.resolver import Override, ResolutionContext, Resolver
 
@@ -46,6 +46,9 @@ class Planner:
         self.axes = self._ordered_axes(spec)
         self.extensions = [self._namespaced_groups(index, ext)
                            for index, ext in enumerate(spec.extensions)]
+        # Extensions with an `error` are rules: tested on each finished experiment.
+        self.rules = [(index, ext) for index, ext in enumerate(self.extensions)
+                      if ext.error is not None]
         self.duplicates = 0
         self.count = 0
 
@@ -142,7 +145,7 @@ class Planner:
                 return {key: rename(item) for key, item in raw.items()}
             return raw
         return Extension(ext.condition, rename(ext.parameters),
-                         [rename(case) for case in ext.cases], ext.source)
+                         [rename(case) for case in ext.cases], ext.source, ext.error)
 
     def axis_keys(self) -> list[str]:
         """The parameters the sweep's axes set, in axis order."""
@@ -159,6 +162,7 @@ class Planner:
             for axis_index, item_index in enumerate(combination):
                 overrides.update(axis_overrides[axis_index][item_index])
             for state in self._extend(overrides, 0):
+                self._apply_rules(state)
                 experiment = self._finalize(state)
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
@@ -173,6 +177,8 @@ class Planner:
 
     def _extend(self, overrides: dict[str, Override], start: int) -> Iterator[dict[str, Override]]:
         for ext_index in range(start, len(self.extensions)):
+            if self.extensions[ext_index].error is not None:
+                continue  # a rule, applied by _apply_rules once every extension has
             groups = self._match(self.extensions[ext_index], ext_index, overrides)
             if groups is None:
                 continue
@@ -183,6 +189,21 @@ class Planner:
                 yield from self._extend(extended, ext_index + 1)
             return
         yield overrides
+
+    def _apply_rules(self, overrides: dict[str, Override]) -> None:
+        """Refuse a finished experiment that a rule (an extension with `error`) matches."""
+        for index, rule in self.rules:
+            if self._match(rule, index, overrides) is None:
+                continue
+            resolver = Resolver(self.ctx, overrides)
+            resolver.framework = self._framework(resolver)
+            tested = ", ".join(f"{name}={render(resolver.value(name))}"
+                               for name in rule.condition)
+            swept = ", ".join(override.label for name, override in overrides.items()
+                              if override.label and name not in rule.condition)
+            raise PlanError(f"{rule.error} ({tested}" + (f"; experiment: {swept}" if swept
+                                                         else "") + ")",
+                            hint=f"the rule is {rule.source}")
 
     def _match(self, ext: Extension, index: int,
                overrides: dict[str, Override]) -> dict[str, Override] | None:

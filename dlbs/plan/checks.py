@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.plan.builder import FRAMEWORK, Planner
+from dlbs.plan.repeated_flags import repeated_flags
 from dlbs.plan.unused import unused_parameters
 
 # Backends that run one process per replica and so cannot put several GPUs in one replica.
@@ -40,6 +41,11 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
                 report.problems.append(
                     f"experiments #{first} and #{index} write the same log file {log_file!r}")
         framework = experiment.get(FRAMEWORK)
+        if isinstance(framework, str):
+            template = planner.params.get(f"{framework}.args")
+            for message in repeated_flags(experiment, framework,
+                                          template.value if template is not None else None):
+                report.problems.append(f"experiment #{index}: {message}")
         gpus = experiment.get("exp.gpus")
         if framework in ONE_GPU_PER_REPLICA and isinstance(gpus, str) and ":" in gpus:
             report.problems.append(

@@ -11,6 +11,7 @@ raises `LaunchError` naming the parameter and the experiment, before the sweep s
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,7 +20,9 @@ from dlbs.errors import LaunchError
 from dlbs.recipes.docker_args import translate
 from dlbs.recipes.invocation import (
     DOCKER,
+    DOCKER_ENGINE,
     LOCAL,
+    PODMAN_ENGINE,
     SLURM,
     BatchRequest,
     ContainerSpec,
@@ -35,6 +38,7 @@ from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]
 DOCKER_LAUNCHERS = ("docker", "nvidia-docker")
+CONTAINER_ENGINES = (DOCKER_ENGINE, PODMAN_ENGINE)
 
 
 def invocation_for(experiment: Experiment) -> Invocation:
@@ -61,7 +65,8 @@ def assemble(experiment: Experiment, command: list[str], *, env: Mapping[str, st
     invocation = Invocation(
         argv=launcher_prefix(experiment) + list(command), env=merged_env, mounts=list(mounts),
         gpus=requested_gpus(experiment), nodes=_positive_int(experiment, "exp.num_nodes", 1),
-        target=target, label=label, log_file=str(experiment.get("exp.log_file") or ""))
+        target=target, label=label, log_file=str(experiment.get("exp.log_file") or ""),
+        monitor_frequency=_monitor_frequency(experiment, label))
     if truthy(experiment.get("exp.docker", False)):
         if docker_args is None:
             docker_args = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
@@ -103,14 +108,47 @@ def container_spec(experiment: Experiment, invocation: Invocation,
     if launcher not in DOCKER_LAUNCHERS:
         raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
                           f"(experiment {label})", hint="use docker or nvidia-docker")
+    engine = str(experiment.get("exp.container_engine") or DOCKER_ENGINE)
+    if engine not in CONTAINER_ENGINES:
+        raise LaunchError(f"exp.container_engine: unknown engine {engine!r} (experiment "
+                          f"{label})", hint="use docker or podman")
+    if engine == PODMAN_ENGINE and launcher == "nvidia-docker":
+        raise LaunchError(f"experiment {label}: exp.container_engine is podman, but "
+                          "exp.docker_launcher is nvidia-docker (a Docker-only binary)",
+                          hint="set exp.docker_launcher: docker; Podman gets GPUs through CDI")
     args = translate(docker_args, f"the docker args of experiment {label}")
     if invocation.gpus and "device_requests" in args.kwargs:
         raise LaunchError(f"the docker args of experiment {label}: --gpus conflicts with "
                           "exp.gpus", hint="remove --gpus: dlbs requests exactly the GPUs "
                                            "of exp.gpus")
+    engine_url = ""
+    if engine == PODMAN_ENGINE:
+        engine_url = podman_socket(experiment)
+        if args.kwargs.get("ipc_mode") == "host" and "shm_size" in args.kwargs:
+            # The host's /dev/shm is shared whole: Docker ignores the size, Podman refuses it.
+            del args.kwargs["shm_size"]
+            args.ignored.append("--shm-size: no effect with --ipc=host (the host's /dev/shm "
+                                "is shared; Podman refuses the pair)")
     return ContainerSpec(image=image, args=args, name=_container_name(label),
                          launcher=launcher,
-                         labels={"dlbs.exp_id": str(experiment.get("exp.id") or "")})
+                         labels={"dlbs.exp_id": str(experiment.get("exp.id") or "")},
+                         engine=engine, engine_url=engine_url)
+
+
+def podman_socket(experiment: Experiment) -> str:
+    """The URL of Podman's Docker-compatible API (`runtime.podman_socket`, else the default).
+
+    The default is where `podman system service` listens: $CONTAINER_HOST when set, else
+    /run/podman/podman.sock for root and $XDG_RUNTIME_DIR/podman/podman.sock for others.
+    """
+    given = str(experiment.get("runtime.podman_socket") or "")
+    if not given:
+        given = os.environ.get("CONTAINER_HOST", "")
+    if not given:
+        runtime_dir = "/run" if os.geteuid() == 0 else os.environ.get(
+            "XDG_RUNTIME_DIR", f"/run/user/{os.geteuid()}")
+        given = f"{runtime_dir}/podman/podman.sock"
+    return given if "://" in given else f"unix://{given}"
 
 
 def _container_name(label: str) -> str:
@@ -128,14 +166,43 @@ def batch_request(experiment: Experiment, invocation: Invocation) -> BatchReques
             f"{invocation.tasks_per_node} task(s), but slurm.nodes={nodes} and "
             f"slurm.ntasks_per_node={ntasks}",
             hint="raise slurm.nodes or slurm.ntasks_per_node, or leave them unset")
-    gpus = experiment.get("slurm.gpus_per_node") or len(invocation.gpus)
+    gres = str(experiment.get("slurm.gres") or "")
+    gpus = experiment.get("slurm.gpus_per_node")
+    if gpus in (None, ""):
+        gpus = 0 if gres else len(invocation.gpus)
+    gpus_per_node = _non_negative(gpus, "slurm.gpus_per_node", invocation)
+    if gres and gpus_per_node:
+        raise LaunchError(f"experiment {invocation.label}: slurm.gres ({gres}) and "
+                          f"slurm.gpus_per_node ({gpus_per_node}) both request GPUs",
+                          hint="give one: set slurm.gpus_per_node: 0 to use slurm.gres")
+    prologue = experiment.get("slurm.prologue") or []
+    if not isinstance(prologue, list | tuple):
+        prologue = [prologue]
     return BatchRequest(nodes=nodes, ntasks_per_node=ntasks,
                         partition=str(experiment.get("slurm.partition") or ""),
                         account=str(experiment.get("slurm.account") or ""),
                         time=_time_limit(experiment),
-                        gpus_per_node=_non_negative(gpus, "slurm.gpus_per_node", invocation),
+                        gpus_per_node=gpus_per_node,
                         extra_args=tokens(experiment.get("slurm.extra_args"),
-                                          "slurm.extra_args"))
+                                          "slurm.extra_args"),
+                        cpus_per_task=_non_negative(experiment.get("slurm.cpus_per_task") or 0,
+                                                    "slurm.cpus_per_task", invocation),
+                        mem=str(experiment.get("slurm.mem") or ""), gres=gres,
+                        qos=str(experiment.get("slurm.qos") or ""),
+                        exclusive=truthy(experiment.get("slurm.exclusive", False)),
+                        prologue=[str(line) for line in prologue if str(line).strip()])
+
+
+def _monitor_frequency(experiment: Experiment, label: str) -> float:
+    value = experiment.get("monitor.frequency") or 0
+    try:
+        frequency = float(value)
+    except (TypeError, ValueError):
+        frequency = -1.0
+    if isinstance(value, bool) or not math.isfinite(frequency) or frequency < 0:
+        raise LaunchError(f"monitor.frequency: expected seconds (0 = off), got {value!r} "
+                          f"(experiment {label})")
+    return frequency
 
 
 def _time_limit(experiment: Experiment) -> str:

@@ -7,7 +7,9 @@ user's flags come first, dlbs's own after them (dlbs's environment wins, as in t
   `CUDA_VISIBLE_DEVICES` renumbered from 0, since the container sees only the selected
   GPUs (plus `NVIDIA_VISIBLE_DEVICES` with `--runtime=nvidia`);
 - GPUs: a device request for the `nvidia` driver naming exactly the selected host ids, unless
-  the user chose `--runtime=nvidia`, which selects them through the environment;
+  the user chose `--runtime=nvidia`, which selects them through the environment; on Podman,
+  a CDI device request (`nvidia.com/gpu=<id>` each), the only GPU request its
+  Docker-compatible API honours (from Podman 5.4);
 - the invocation's mounts, its working directory (unless the user set `-w`), a `dlbs.exp_id`
   label, and a unique name (unless the user set `--name`).
 """
@@ -17,7 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dlbs.recipes.invocation import ContainerSpec, Invocation
+from dlbs.recipes.invocation import PODMAN_ENGINE, ContainerSpec, Invocation
+
+#: The CDI kind of NVIDIA GPUs (nvidia-ctk cdi generate): `nvidia.com/gpu=0`.
+CDI_GPU_KIND = "nvidia.com/gpu"
+
+
+def cdi_gpus(invocation: Invocation) -> list[str]:
+    """The invocation's GPUs as fully qualified CDI device names."""
+    return [f"{CDI_GPU_KIND}={gpu}" for gpu in invocation.gpus]
 
 
 def container_of(invocation: Invocation) -> ContainerSpec:
@@ -49,7 +59,10 @@ def sdk_request(invocation: Invocation) -> dict[str, Any]:
                     list(value) if isinstance(value, list) else value)
               for key, value in spec.args.kwargs.items()}
     kwargs["environment"] = {**kwargs.get("environment", {}), **container_env(invocation)}
-    if invocation.gpus and not spec.uses_nvidia_runtime:
+    if invocation.gpus and spec.engine == PODMAN_ENGINE:
+        kwargs["device_requests"] = [{"Driver": "cdi", "DeviceIDs": cdi_gpus(invocation),
+                                      "Capabilities": [["gpu"]]}]
+    elif invocation.gpus and not spec.uses_nvidia_runtime:
         kwargs["device_requests"] = [{"Driver": "nvidia", "DeviceIDs": list(invocation.gpus),
                                       "Capabilities": [["gpu"]]}]
     mounts = [{"Target": m.container, "Source": m.host, "Type": "bind",
@@ -66,7 +79,7 @@ def sdk_request(invocation: Invocation) -> dict[str, Any]:
 
 def cli_argv(invocation: Invocation, *, named: bool = True,
              pass_env: Sequence[str] = ()) -> list[str]:
-    """The equivalent `docker run` (or `nvidia-docker run`) command line, as tokens.
+    """The equivalent `docker run` (`nvidia-docker run`, `podman run`) command line, as tokens.
 
     `named=False` leaves out dlbs's container name (a SLURM job starts one container per
     task, which must not collide). `pass_env` names variables of the calling process passed
@@ -74,7 +87,7 @@ def cli_argv(invocation: Invocation, *, named: bool = True,
     """
     spec = container_of(invocation)
     user = spec.args
-    argv = [spec.launcher, "run"]
+    argv = [PODMAN_ENGINE if spec.engine == PODMAN_ENGINE else spec.launcher, "run"]
     if "--rm" not in user.tokens:
         argv.append("--rm")
     if named and not spec.user_named:
@@ -95,7 +108,10 @@ def cli_argv(invocation: Invocation, *, named: bool = True,
         argv += ["-e", name]
     if invocation.workdir and "working_dir" not in user.kwargs:
         argv += ["-w", invocation.workdir]
-    if spec.launcher == "docker" and invocation.gpus and not spec.uses_nvidia_runtime:
+    if spec.engine == PODMAN_ENGINE:
+        for device in cdi_gpus(invocation):
+            argv += ["--device", device]
+    elif spec.launcher == "docker" and invocation.gpus and not spec.uses_nvidia_runtime:
         # The docker CLI reads --gpus as CSV: the quotes keep the ids one field.
         argv += ["--gpus", '"device=' + ",".join(invocation.gpus) + '"']
     return [*argv, spec.image, *invocation.argv]

@@ -19,6 +19,8 @@ from dlbs.recipes.docker_args import DockerArgs
 
 #: The execution targets a recipe can choose (`dlbs list targets` shows them).
 LOCAL, DOCKER, SLURM = "local", "docker", "slurm"
+#: The container engines (`exp.container_engine`): both are driven through the Docker API.
+DOCKER_ENGINE, PODMAN_ENGINE = "docker", "podman"
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,9 @@ class ContainerSpec:
     which include `exp.docker_args`): the SDK's keyword arguments, the flags that have no
     effect here, and the tokens as the user wrote them (a CLI rendering repeats those).
     `name` is the container's name: the user's `--name`, else a fresh unique one.
-    `labels` are dlbs's own (`dlbs.exp_id`), added to the user's.
+    `labels` are dlbs's own (`dlbs.exp_id`), added to the user's. `engine` is the engine that
+    runs it (`docker`, or `podman` through its Docker-compatible API at `engine_url`; an
+    empty `engine_url` means the Docker SDK's own settings, DOCKER_HOST and friends).
     """
 
     image: str
@@ -46,6 +50,8 @@ class ContainerSpec:
     name: str
     launcher: str = "docker"
     labels: dict[str, str] = field(default_factory=dict)
+    engine: str = DOCKER_ENGINE
+    engine_url: str = ""
 
     @property
     def uses_nvidia_runtime(self) -> bool:
@@ -62,7 +68,9 @@ class ContainerSpec:
 class BatchRequest:
     """What a batch scheduler is asked for (the `#SBATCH` lines of a SLURM job).
 
-    Experiments whose requests are equal can share one job array.
+    Experiments whose requests are equal (`shape()`) can share one job array. `prologue`
+    holds shell lines the job runs before the benchmark (`slurm.prologue`): the one place
+    where a user's text reaches a shell. Zero and empty values are not requested.
     """
 
     nodes: int = 1
@@ -72,6 +80,20 @@ class BatchRequest:
     time: str = ""
     gpus_per_node: int = 0
     extra_args: list[str] = field(default_factory=list)
+    cpus_per_task: int = 0
+    mem: str = ""
+    gres: str = ""
+    qos: str = ""
+    exclusive: bool = False
+    prologue: list[str] = field(default_factory=list)
+
+    def shape(self) -> tuple[Any, ...]:
+        """Everything the request says, hashable: equal shapes can share one job array."""
+        return tuple(tuple(value) if isinstance(value, list) else value
+                     for value in (self.nodes, self.ntasks_per_node, self.partition,
+                                   self.account, self.time, self.gpus_per_node,
+                                   self.extra_args, self.cpus_per_task, self.mem, self.gres,
+                                   self.qos, self.exclusive, self.prologue))
 
 
 @dataclass
@@ -84,6 +106,7 @@ class Invocation:
     targets turn them into `CUDA_VISIBLE_DEVICES` or container device requests. `nodes` and
     `tasks_per_node` say how many copies a scheduler starts. `target` names the execution
     target; `container` and `batch` are its requests (None when it needs none).
+    `monitor_frequency` is the resource monitor's period in seconds (0: off).
     """
 
     argv: list[str]
@@ -100,6 +123,7 @@ class Invocation:
     label: str = "<experiment>"
     #: The experiment's first log (`exp.log_file`); a target is told each attempt's own.
     log_file: str = ""
+    monitor_frequency: float = 0.0
 
 
 def tokens(value: object, name: str) -> list[str]:

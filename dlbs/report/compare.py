@@ -24,7 +24,7 @@ import numpy as np
 
 from dlbs.errors import ResultsError
 from dlbs.report import keys as keys_module
-from dlbs.report.identity import DEVICE_MODEL, KeyRules, hashable, key_rules, value_of
+from dlbs.report.identity import DEVICE_MODEL, KeyRules, key_rules, value_of
 from dlbs.report.select import Filter, apply_filters, as_text, group_experiments, resolve_key
 from dlbs.results.sources import Record
 
@@ -153,8 +153,6 @@ def _match_keys(sides: list[list[Record]], rules: KeyRules, by: Sequence[str] | 
         # The device model tells apart runs of one experiment on different GPUs of a side;
         # between sides, a new GPU is what a comparison may be about.
         keys = [key for key in keys if key != DEVICE_MODEL or key in varying[0] | varying[1]]
-        differences = [d for d in differences if d[0] != DEVICE_MODEL] + \
-            [d for d in differences if d[0] == DEVICE_MODEL]
         return keys, differences
     everything = sides[0] + sides[1]
     wanted = [resolve_key(key, everything) for key in by]
@@ -231,7 +229,3 @@ def parse_threshold(text: str) -> float:
         raise ResultsError(f"--threshold {text!r} is not a percentage",
                            hint="e.g. --threshold 3% (or 0.03)") from None
 
-
-def hashable_values(record: Record, keys: Sequence[str]) -> tuple[Any, ...]:
-    """The match key of one record (for callers that match records themselves)."""
-    return tuple(hashable(value_of(record, key)) for key in keys)

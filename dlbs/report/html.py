@@ -127,7 +127,7 @@ def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
                 continue
             keys = [key_text(value) for value in shown]
             if report.column_key is not None:
-                keys.append(f"{report.column_title} {key_text(column)}")
+                keys.append(key_text(column))
             rows.append(keys + [number(value) for value in values])
     if not rows:
         return [], []
@@ -157,7 +157,7 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
         environment = entry["environment"]
         values = [as_text(environment.get(key)) or "-" for key, _ in ENVIRONMENT_FIELDS]
         values.append(", ".join(sorted(entry["frameworks"])) or "-")
-        rows.append({"count": len(entry["experiments"]), "values": values})
+        rows.append({"count": len(entry["experiments"]), "cells": values})
     return headers, rows
 
 

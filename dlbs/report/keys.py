@@ -17,6 +17,7 @@ from typing import Any
 
 from dlbs.report.identity import (
     DEVICE_MODEL,
+    ENV_PREFIX,
     KeyRules,
     hashable,
     is_identity_key,
@@ -183,6 +184,12 @@ def value_lists(records: Sequence[Record]) -> ValuesOf:
     def values_of(key: str) -> list[Any]:
         found = cache.get(key)
         if found is None:
-            found = cache[key] = [hashable(value_of(record, key)) for record in records]
+            if key.startswith(ENV_PREFIX):
+                found = [value_of(record, key) for record in records]
+            else:
+                found = [record.experiment.get(key) for record in records]
+            if any(isinstance(value, list | dict) for value in found):
+                found = [hashable(value) for value in found]
+            cache[key] = found
         return found
     return values_of

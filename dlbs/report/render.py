@@ -134,7 +134,7 @@ def render_text(report: Report) -> str:
         out.append("")
         if grid.title:
             out.append(grid.title)
-        out.extend(_aligned(grid))
+        out.extend(aligned(grid))
     notes = report.footnotes()
     if notes:
         out.append("")
@@ -142,7 +142,8 @@ def render_text(report: Report) -> str:
     return "\n".join(out) + "\n"
 
 
-def _aligned(grid: Grid) -> list[str]:
+def aligned(grid: Grid) -> list[str]:
+    """A grid as lines of aligned columns, a rule of dashes under the header."""
     widths = [len(header) for header in grid.headers]
     for row in grid.rows:
         widths = [max(width, len(text)) for width, text in zip(widths, row)]

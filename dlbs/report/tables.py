@@ -12,6 +12,7 @@ both in percent and never capped at 100.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -127,7 +128,7 @@ class Report:
     @property
     def columns(self) -> list[Any]:
         """The column axis's values, in order."""
-        return sorted({cell.column for cell in self.cells}, key=_sort_key)
+        return sorted({cell.column for cell in self.cells}, key=sort_key)
 
     def rows(self) -> list[tuple[tuple[Any, ...], dict[Any, Cell]]]:
         """Cells by row (row values as read, in display order), each mapping column -> cell."""
@@ -136,7 +137,7 @@ class Report:
         for cell in self.cells:
             grouped.setdefault(cell.row, {})[cell.column] = cell
             shown.setdefault(cell.row, cell.shown)
-        ordered = sorted(grouped, key=lambda row: tuple(_sort_key(v) for v in shown[row]))
+        ordered = sorted(grouped, key=lambda row: tuple(sort_key(v) for v in shown[row]))
         return [(shown[row], grouped[row]) for row in ordered]
 
     def records(self) -> list[dict[str, Any]]:
@@ -144,7 +145,7 @@ class Report:
         constants = {field_name(key): value for key, value in self.constants}
         out = []
         for shown, cells in self.rows():
-            for column in sorted(cells, key=_sort_key):
+            for column in sorted(cells, key=sort_key):
                 cell = cells[column]
                 record = dict(constants)
                 record.update({field_name(k): v for k, v in zip(self.row_keys, shown)})
@@ -435,13 +436,15 @@ def _rounded(value: Any) -> Any:
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def natural_key(text: str) -> tuple[Any, ...]:
     """Sort key that puts resnet18 before resnet50 before resnet101."""
     return tuple(int(part) if part.isdigit() else part.lower()
                  for part in _DIGITS.split(text))
 
 
-def _sort_key(value: Any) -> tuple[Any, ...]:
+def sort_key(value: Any) -> tuple[Any, ...]:
+    """Sort key of a row value: None first, then numbers, then text in natural order."""
     # None first, then numbers, then text (naturally): mixed types never compare directly.
     if value is None:
         return (0,)

@@ -159,8 +159,8 @@ def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
             return
         for attempt, samples in store.summaries(latest_only=not detail.all_attempts,
                                                 with_samples=detail.samples):
-            experiment = attempt.as_experiment()
-            loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0,
+            experiment = attempt.as_experiment(reuse_params=True)
+            loaded.records.append(Record(experiment, path, _attempt_ended(attempt),
                                          attempt.environment, samples))
 
 
@@ -226,6 +226,20 @@ def latest_per_id(records: Iterable[Record]) -> tuple[list[Record], int]:
                 continue
         kept[key] = record
     return list(kept.values()), dropped
+
+
+def _attempt_ended(attempt: Any) -> float:
+    """When a stored attempt ended (started, if it has not), as epoch seconds."""
+    return _epoch(attempt.ended_at or attempt.started_at) or 0.0
+
+
+def _epoch(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def _ended(experiment: dict[str, Any]) -> float | None:

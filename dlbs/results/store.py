@@ -18,10 +18,9 @@ refused. The layout is documented in docs/results.md.
 
 from __future__ import annotations
 
-import gc
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from dlbs.errors import ResultsError
 from dlbs.results import stats
 from dlbs.results.protocol import STATUSES
 from dlbs.results.summary import summarize
+from dlbs.util.gc import no_cyclic_gc
 
 SCHEMA_VERSION = 2
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
@@ -194,14 +194,16 @@ class Attempt:
         """Whether the attempt was completed (with any status)."""
         return self.ended_at is not None
 
-    def as_experiment(self) -> dict[str, Any]:
+    def as_experiment(self, reuse_params: bool = False) -> dict[str, Any]:
         """The attempt as a flat experiment dict, as `dlbs parse` gives one from a log.
 
         The stored status wins over a `results.status` the backend printed (the engine
         may have judged a timeout); an attempt that never ended reads as `started`. The
         summary's statistics win over the backend's values of the same keys.
+        `reuse_params` fills the attempt's own `params` dict instead of a copy (bulk
+        readers that drop the attempt afterwards).
         """
-        experiment = dict(self.params)
+        experiment = self.params if reuse_params else dict(self.params)
         experiment.update(self.results)
         experiment.update(self.summary)
         experiment["exp.id"] = self.exp_id
@@ -459,6 +461,25 @@ class ResultsStore:
             self._insert(conn, exp_id, attempt, params, status, status_msg, results,
                          log_path, environment, None, when, when)
 
+    def record_attempts(self, attempts: Iterable[Attempt]) -> int:
+        """Record many ended attempts in one transaction (importing results); returns the count.
+
+        Each attempt's summary is computed as `record_end` computes it; all are written or,
+        on any error, none.
+        """
+        count = 0
+        with self._write("record attempts") as conn:
+            for item in attempts:
+                if item.status is None:
+                    raise ResultsError(f"attempt {item.attempt} of {item.exp_id} has no status")
+                _check_status(item.status)
+                started = _timestamp(item.started_at)
+                self._insert(conn, item.exp_id, item.attempt, item.params, item.status,
+                             item.status_msg, item.results, item.log_path, item.environment,
+                             item.job_id, started, _timestamp(item.ended_at or started))
+                count += 1
+        return count
+
     def _insert(
         self, conn: sqlite3.Connection, exp_id: str, attempt: int, params: Mapping[str, Any],
         status: str | None, status_msg: str | None, results: Mapping[str, Any] | None,
@@ -557,7 +578,7 @@ class ResultsStore:
             ).fetchall()
         environments: dict[str | None, dict[str, Any]] = {}
         found = []
-        with _bulk_objects():
+        with no_cyclic_gc():
             for row in rows:
                 environment = environments.get(row[6])
                 if environment is None:
@@ -632,22 +653,6 @@ def _check_status(status: str) -> None:
         raise ResultsError(
             f"unknown experiment status {status!r}; expected one of {', '.join(STATUSES)}"
         )
-
-
-@contextmanager
-def _bulk_objects() -> Iterator[None]:
-    """No cyclic garbage collection while many acyclic objects are made (JSON of attempts).
-
-    Every few hundred new containers CPython walks all tracked objects; reading 100,000
-    attempts' parameters then takes twice as long. Parsed JSON holds no cycles.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _split_sql(script: str) -> list[str]:

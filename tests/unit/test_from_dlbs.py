@@ -110,6 +110,19 @@ def test_empty_status_does_not_change_the_id():
     assert empty["exp.status"] == "" and ok["exp.id"] == empty["exp.id"]
 
 
+def test_values_take_their_declared_types(tmp_path):
+    # DLBS specs quote numbers and booleans freely; here they become what they mean.
+    spec = write_spec(tmp_path, {"parameters": {
+        "exp.replica_batch": "2048", "exp.num_batches": "10", "exp.docker": "false",
+        "pytorch.cudnn_benchmark": "false", "monitor.frequency": "0.5"}})
+    (experiment,) = planned(spec)
+    assert experiment["exp.replica_batch"] == 2048 and experiment["exp.num_batches"] == 10
+    assert experiment["exp.docker"] is False and experiment["pytorch.cudnn_benchmark"] is False
+    assert experiment["monitor.frequency"] == 0.5
+    assert flag(experiment, "pytorch.args", "--batch_size") == "2048"
+    assert flag(experiment, "pytorch.args", "--cudnn_benchmark") == "false"
+
+
 # ---- settings DLBS users set: rendered into <framework>.args / .env -------------------------
 
 def test_pytorch_settings_reach_the_backend_command_line():

@@ -1,0 +1,65 @@
+"""`dlbs compare BASE NEW`: what got slower, faster, or now fails; exit 1 on a regression.
+
+Exit status: 0 when nothing got significantly slower than the threshold, 1 when something
+did (or an ok experiment now fails), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+FORMATS = ("text", "markdown", "csv", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `dlbs compare`."""
+    parser.add_argument("base", metavar="BASE",
+                        help="the reference: a log folder, a log file, a results database "
+                             "or `dlbs parse` JSON")
+    parser.add_argument("new", metavar="NEW", help="the results to judge, as BASE")
+    parser.add_argument("--by", metavar="K1,K2",
+                        help="match on these keys only (default: every identity parameter "
+                             "both sides have)")
+    parser.add_argument("--threshold", default="3%", metavar="PERCENT",
+                        help="changes of the median batch time within it are 'same' "
+                             "(default: 3%%)")
+    parser.add_argument("--alpha", type=float, default=0.01,
+                        help="significance level of the Mann-Whitney U test (default: 0.01)")
+    parser.add_argument("--filter", dest="filters", action="append", default=[],
+                        metavar="KEY=GLOB", help="compare only matching experiments "
+                                                 "(repeatable)")
+    parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
+                        help="output format (default: text)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write to FILE (atomically) instead of stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare and print; the exit status says whether anything regressed."""
+    from dlbs.cli.report import split_list
+    from dlbs.report.compare import compare, parse_threshold
+    from dlbs.report.render_compare import render_comparison, summary_line
+    from dlbs.report.select import Filter
+    from dlbs.results.sources import Detail, load_experiments
+    from dlbs.util.atomic import atomic_write
+    from dlbs.util.gc import no_cyclic_gc
+
+    threshold = parse_threshold(args.threshold)
+    filters = [Filter.parse(text) for text in args.filters]
+    detail = Detail(summaries=True, samples=True)
+    # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
+    with no_cyclic_gc():
+        base = load_experiments([args.base], detail).records
+        new = load_experiments([args.new], detail).records
+        comparison = compare(base, new, by=split_list(args.by), filters=filters,
+                             threshold=threshold, alpha=args.alpha)
+        text = render_comparison(comparison, args.fmt)
+        if args.output:
+            atomic_write(args.output, text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        if args.output or args.fmt != "text":
+            print(f"dlbs compare: {summary_line(comparison)}", file=sys.stderr)
+    return 1 if comparison.regressions else 0

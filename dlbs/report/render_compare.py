@@ -1,0 +1,170 @@
+"""A comparison as text, markdown, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from dlbs.errors import ResultsError
+from dlbs.report.compare import REGRESSIONS, Comparison, Match
+from dlbs.report.keys import NUMERIC, field_name, title
+from dlbs.report.render import Grid, aligned, key_text
+from dlbs.report.select import as_text
+from dlbs.report.tables import sort_key
+from dlbs.results.output import csv_cell, to_json
+
+FORMATS = ("text", "markdown", "csv", "json")
+COMPARE_FORMAT = "dlbs-comparison"
+COMPARE_FORMAT_VERSION = 1
+MISSING = "-"
+
+
+def render_comparison(comparison: Comparison, fmt: str) -> str:
+    """The comparison in format `fmt`, ending with a newline."""
+    if fmt == "text":
+        return _render_text(comparison)
+    if fmt == "markdown":
+        return _render_markdown(comparison)
+    if fmt == "csv":
+        return _render_csv(comparison)
+    if fmt == "json":
+        return to_json(comparison_document(comparison))
+    raise ResultsError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def summary_line(comparison: Comparison) -> str:
+    """`dlbs compare: 2 slower, 1 now fails, 40 same; 3 only in BASE.`"""
+    counts = comparison.counts()
+    order = ("slower", "now fails", "faster", "now ok", "not significant", "untested",
+             "no value", "both fail", "same")
+    parts = [f"{counts[verdict]} {verdict}" for verdict in order if counts[verdict]]
+    line = f"{len(comparison.matches)} matched: " + ", ".join(parts)
+    if comparison.base_only:
+        line += f"; {len(comparison.base_only)} only in BASE"
+    if comparison.new_only:
+        line += f"; {len(comparison.new_only)} only in NEW"
+    return line + "."
+
+
+def _notes(comparison: Comparison) -> list[str]:
+    notes = [
+        f"Value: median batch time (ms). A change within {comparison.threshold:.1%} is "
+        f"'same'; beyond it, 'slower' or 'faster' only when the per-batch times differ by "
+        f"the Mann-Whitney U test (two-sided, p < {comparison.alpha:g}), else 'not "
+        "significant'; 'untested': too few per-batch times.",
+    ]
+    for key, base, new in comparison.differences:
+        notes.append(f"Not matched on {key}: BASE has {key_text(base)}, NEW has "
+                     f"{key_text(new)}.")
+    return notes
+
+
+def _grid(comparison: Comparison) -> Grid:
+    keys = comparison.keys
+    grid = Grid("", [title(key) for key in keys] +
+                ["BASE (ms)", "NEW (ms)", "change", "p-value", "verdict"],
+                [key in NUMERIC for key in keys] + [True, True, True, True, False])
+    for match in _ordered(comparison):
+        grid.rows.append([key_text(value) for value in match.shown] + [
+            _ms(match.base_value), _ms(match.new_value),
+            MISSING if match.change is None else f"{match.change:+.1%}",
+            MISSING if match.p_value is None else f"{match.p_value:.2g}",
+            match.verdict.upper() if match.verdict in REGRESSIONS else match.verdict,
+        ])
+    return grid
+
+
+def _ordered(comparison: Comparison) -> list[Match]:
+    return sorted(comparison.matches,
+                  key=lambda match: tuple(sort_key(value) for value in match.shown))
+
+
+def _one_side(comparison: Comparison) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    return [(name, rows) for name, rows in (("Only in BASE", comparison.base_only),
+                                            ("Only in NEW", comparison.new_only)) if rows]
+
+
+def _render_text(comparison: Comparison) -> str:
+    out = [f"Comparison: {summary_line(comparison)}", ""]
+    out.extend(aligned(_grid(comparison)))
+    for name, rows in _one_side(comparison):
+        grid = Grid("", [title(key) for key in comparison.keys],
+                    [key in NUMERIC for key in comparison.keys])
+        grid.rows = [[key_text(value) for value in row] for row in rows]
+        out.extend(["", f"{name} ({len(rows)}):", *aligned(grid)])
+    out.append("")
+    out.extend(_notes(comparison))
+    return "\n".join(out) + "\n"
+
+
+def _render_markdown(comparison: Comparison) -> str:
+    def table(grid: Grid) -> list[str]:
+        lines = ["| " + " | ".join(grid.headers) + " |",
+                 "|" + "|".join("---:" if n else ":---" for n in grid.numeric) + "|"]
+        lines.extend("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+                     for row in grid.rows)
+        return lines
+
+    out = ["### Comparison", "", summary_line(comparison), ""]
+    out.extend(table(_grid(comparison)))
+    for name, rows in _one_side(comparison):
+        grid = Grid("", [title(key) for key in comparison.keys],
+                    [key in NUMERIC for key in comparison.keys])
+        grid.rows = [[key_text(value) for value in row] for row in rows]
+        out.extend(["", f"**{name} ({len(rows)})**", "", *table(grid)])
+    out.append("")
+    out.extend(f"_{note}_  " for note in _notes(comparison))
+    return "\n".join(out) + "\n"
+
+
+def _records(comparison: Comparison) -> list[dict[str, Any]]:
+    records = []
+    for match in _ordered(comparison):
+        record: dict[str, Any] = {field_name(k): v for k, v in zip(comparison.keys, match.shown)}
+        record.update({"base_ms": match.base_value, "new_ms": match.new_value,
+                       "change": match.change, "p_value": match.p_value,
+                       "verdict": match.verdict,
+                       "base_exp_id": match.base.experiment.get("exp.id"),
+                       "new_exp_id": match.new.experiment.get("exp.id")})
+        records.append(record)
+    return records
+
+
+def _render_csv(comparison: Comparison) -> str:
+    records = _records(comparison)
+    columns = [field_name(k) for k in comparison.keys] + [
+        "base_ms", "new_ms", "change", "p_value", "verdict", "base_exp_id", "new_exp_id"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for record in records:
+        writer.writerow([csv_cell(record.get(column)) for column in columns])
+    return buffer.getvalue()
+
+
+def comparison_document(comparison: Comparison) -> dict[str, Any]:
+    """The JSON document of a comparison (versioned)."""
+    def side(rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        return [{field_name(k): v for k, v in zip(comparison.keys, row)} for row in rows]
+
+    return {
+        "format": COMPARE_FORMAT,
+        "version": COMPARE_FORMAT_VERSION,
+        "value": "results.time_median",
+        "threshold": comparison.threshold,
+        "alpha": comparison.alpha,
+        "keys": [field_name(k) for k in comparison.keys],
+        "matches": _records(comparison),
+        "base_only": side(comparison.base_only),
+        "new_only": side(comparison.new_only),
+        "counts": dict(sorted(comparison.counts().items())),
+        "regressions": len(comparison.regressions),
+        "not_matched_on": [{"key": k, "base": as_text(a), "new": as_text(b)}
+                           for k, a, b in comparison.differences],
+        "notes": _notes(comparison),
+    }
+
+
+def _ms(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.2f}"

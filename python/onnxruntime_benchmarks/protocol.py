@@ -1,0 +1,42 @@
+"""The log protocol: one fact per line, ``__<key>__=<json>``, and the statistics it reports."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from typing import Any, TextIO
+
+import numpy as np
+
+
+def emit(key: str, value: Any, stream: TextIO | None = None) -> None:
+    """Print ``__key__=json`` and flush, so a killed process still leaves what it printed."""
+    out = stream or sys.stdout
+    out.write(f"__{key}__={json.dumps(value)}\n")
+    out.flush()
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO-8601 with milliseconds."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+
+
+def time_statistics(times_ms: list[float]) -> dict[str, float]:
+    """Mean, std (population), median and tail percentiles of per-batch times (ms)."""
+    data = np.asarray(times_ms, dtype=np.float64)
+    return {
+        "results.time": float(data.mean()),
+        "results.time_std": float(data.std()),
+        "results.time_median": float(np.median(data)),
+        "results.time_p90": float(np.percentile(data, 90)),
+        "results.time_p95": float(np.percentile(data, 95)),
+        "results.time_p99": float(np.percentile(data, 99)),
+    }
+
+
+def emit_failure(message: str, stream: TextIO | None = None) -> None:
+    """The lines that mark a run failed; no timing or throughput is printed."""
+    emit("results.status", "failure", stream)
+    emit("results.status_msg", message, stream)
+    emit("results.end_time", now_iso(), stream)

@@ -1,0 +1,54 @@
+"""Build the run from the options (model file, session, inputs, step), time it, report it."""
+
+from __future__ import annotations
+
+import resource
+from typing import Any
+
+import onnxruntime as ort
+
+from .export import log
+from .models import resolve_model
+from .options import Options
+from .protocol import time_statistics
+from .session import make_session, make_step, synthetic_feeds
+from .timing import run_timed_loop
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set of this process, MiB: VmHWM, not ru_maxrss (which exec inherits)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_benchmark(opts: Options) -> dict[str, Any]:
+    """Run the experiment; return the protocol's results."""
+    model = resolve_model(opts)
+    session = make_session(opts, model)
+    metadata = session.get_modelmeta().custom_metadata_map
+    feeds = synthetic_feeds(session, opts)
+    step = make_step(session, feeds, opts)
+    shapes = " ".join(f"{name}={list(array.shape)}:{array.dtype}" for name, array in feeds.items())
+    log(f"model={opts.model} file={model.path} ({model.origin}) inputs={shapes} "
+        f"graph_optimization_level={opts.graph_optimization_level} "
+        f"providers={','.join(session.get_providers())} "
+        f"intra_op_threads={opts.intra_op_threads} inter_op_threads={opts.inter_op_threads} "
+        f"execution_mode={opts.execution_mode} allow_spinning={opts.allow_spinning} "
+        f"onnxruntime={ort.__version__} exported_by_torch={metadata.get('dlbs.torch', '-')}")
+    timings = run_timed_loop(step, opts.num_warmup_batches, opts.num_batches)
+    results: dict[str, Any] = time_statistics(timings.batch_ms)
+    results["results.throughput"] = opts.batch_size * 1000.0 / results["results.time"]
+    results["results.time_data"] = timings.batch_ms
+    results["results.warmup_time_data"] = timings.warmup_ms
+    if opts.device == "cpu":
+        # ONNX Runtime has no peak counter for device memory: on a GPU nothing is printed.
+        results["results.mem_peak"] = peak_rss_mib()
+    results["exp.model_title"] = metadata.get("dlbs.title") or opts.model
+    results["exp.framework_ver"] = ort.__version__
+    return results
