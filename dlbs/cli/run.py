@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         planner = Planner(spec_from_args(args))
         experiments = list(planner.experiments())
         report = check_plan(planner, experiments)
+        for warning in report.warnings:
+            print(f"dlbs: warning: {warning}", file=sys.stderr)
         if report.problems:
             raise ConfigError(f"the plan is not valid: {report.problems[0]}",
                               hint="`dlbs validate` lists every problem")
@@ -99,7 +101,8 @@ def _print_preview(previews: list[Any], output_format: str) -> None:
                       str(experiment.get("exp.replica_batch")),
                       str(experiment.get("exp.gpus") or "cpu"),
                       str(experiment.get("exp.log_file")))
-    console = Console(width=max(120, Console().width), soft_wrap=False)
+    # A terminal folds long cells to its width; a pipe or a file gets whole lines.
+    console = Console() if sys.stdout.isatty() else Console(width=1000)
     console.print(table)
     counts = {action: sum(1 for p in previews if p.action == action)
               for action in ("run", "simulate", "done", "skip", "disabled")}

@@ -53,6 +53,7 @@ def _failure_message(error: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    argv = list(sys.argv[1:] if argv is None else argv)
     start_time = now_iso()
     try:
         opts = parse_options(argv)
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError as error:
             raise UserError(f"onnxruntime is not installed in {sys.executable} ({error}); "
                             f"pip install onnxruntime") from None
-        results = run_benchmark(opts)
+        results = run_benchmark(opts, argv)
         for key, value in results.items():
             emit(key, value)
         emit("results.status", "ok")

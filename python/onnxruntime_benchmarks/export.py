@@ -8,8 +8,9 @@ never see half a file: each renames a complete one. The file's metadata names wh
 (`dlbs.model`, `dlbs.dtype`, `dlbs.batch`, `dlbs.seed`, `dlbs.title`, `dlbs.torch`), which
 the session checks when it reuses it.
 
-torch is imported only here, and only when a model has to be exported: a cached file or a
-user's `--model_file` runs without it.
+torch is imported only here, in a child process (`python export.py <the backend's flags>`)
+and only when a model has to be exported: the process that times the session never imports
+torch (its threads, its memory), and a cached file or a user's `--model_file` runs without it.
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import UserError
-from .options import Options
+if __package__ in (None, ""):
+    # Run as a script (the child process): make the package importable.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from onnxruntime_benchmarks.errors import UserError  # noqa: E402
+from onnxruntime_benchmarks.options import FlagError, Options, parse_options  # noqa: E402
+
+ERROR_PREFIX = "export.py: error: "
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 #: The folder name of the PyTorch backend, looked for beside this backend's folder.
@@ -45,7 +54,8 @@ def cache_path(opts: Options) -> Path:
     """The cache file of the model, dtype, batch and seed of `opts`."""
     if not _SAFE_ID.fullmatch(opts.model):
         raise UserError(f"--model {opts.model!r}: not a model id (letters, digits, _ . -)")
-    return Path(opts.cache_dir) / f"{opts.model}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
+    name = f"{opts.model}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
+    return Path(opts.cache_dir) / name
 
 
 def pytorch_backend_dir(opts: Options) -> Path:
@@ -115,3 +125,38 @@ def export(opts: Options, path: Path) -> None:
         raise
     log(f"exported {opts.model} ({opts.dtype}, batch {opts.batch_size}, seed {opts.seed}) "
         f"to {path} in {time.perf_counter() - started:.1f} s (torch {torch.__version__})")
+
+
+def export_in_child(opts: Options, argv: Sequence[str]) -> None:
+    """Export in a child process given the backend's own flags `argv`; see the module doc.
+
+    The child's output goes to this process's stdout and stderr (the experiment's log); a
+    user error there (exit status 2) is one here, with the child's message.
+    """
+    child = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv],
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+    sys.stderr.write(child.stderr)
+    sys.stderr.flush()
+    lines = [line for line in child.stderr.splitlines() if line.strip()]
+    if child.returncode == UserError.exit_status:
+        reasons = [line for line in lines if line.startswith(ERROR_PREFIX)]
+        raise UserError(reasons[-1][len(ERROR_PREFIX):] if reasons else
+                        f"exporting {opts.model} failed")
+    if child.returncode != 0:
+        raise RuntimeError(f"exporting {opts.model} to ONNX failed (exit status "
+                           f"{child.returncode}): {lines[-1] if lines else 'no output'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The child: export the model the backend's flags name into the cache."""
+    try:
+        opts = parse_options(argv)
+        export(opts, cache_path(opts))
+    except (UserError, FlagError) as error:
+        print(f"{ERROR_PREFIX}{' '.join(str(error).split())}", file=sys.stderr, flush=True)
+        return UserError.exit_status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,11 +6,12 @@ timing.py times it), so that other ways of running a model can reuse it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
-from .export import cache_path, expected_metadata, export, log
+from .export import cache_path, expected_metadata, export_in_child, log
 from .options import Options
 
 
@@ -23,8 +24,11 @@ class ModelFile:
     expected: dict[str, str] = field(default_factory=dict)
 
 
-def resolve_model(opts: Options) -> ModelFile:
-    """The ONNX file of `opts`, exporting the PyTorch model when the cache lacks it."""
+def resolve_model(opts: Options, argv: Sequence[str]) -> ModelFile:
+    """The ONNX file of `opts`, exporting the PyTorch model when the cache lacks it.
+
+    `argv` is the backend's command line, handed to the exporting child as it is.
+    """
     if opts.model_file:
         path = Path(opts.model_file)
         if not path.is_file():
@@ -34,5 +38,7 @@ def resolve_model(opts: Options) -> ModelFile:
     if path.is_file():
         log(f"using the cached export {path}")
         return ModelFile(path, "cache", expected_metadata(opts))
-    export(opts, path)
+    export_in_child(opts, argv)
+    if not path.is_file():
+        raise RuntimeError(f"the export of {opts.model} did not write {path}")
     return ModelFile(path, "exported", expected_metadata(opts))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import resource
+from collections.abc import Sequence
 from typing import Any
 
 import onnxruntime as ort
@@ -27,9 +28,9 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_benchmark(opts: Options) -> dict[str, Any]:
-    """Run the experiment; return the protocol's results."""
-    model = resolve_model(opts)
+def run_benchmark(opts: Options, argv: Sequence[str]) -> dict[str, Any]:
+    """Run the experiment (`argv`: its command line); return the protocol's results."""
+    model = resolve_model(opts, argv)
     session = make_session(opts, model)
     metadata = session.get_modelmeta().custom_metadata_map
     feeds = synthetic_feeds(session, opts)

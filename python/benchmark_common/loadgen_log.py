@@ -1,0 +1,87 @@
+"""LoadGen's own measurements, read back from its detail log (`mlperf_log_detail.txt`).
+
+Each line of the detail log is `:::MLLOG {json}` with a `key` and a `value`; the `result_*`
+keys of the run LoadGen reports come last (FindPeakPerformance logs only the peak's run).
+Latencies there are nanoseconds; the keys this module returns are in milliseconds, as
+docs/backends/protocol.md section 4 says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List
+
+DETAIL_LOG = "mlperf_log_detail.txt"
+SUMMARY_LOG = "mlperf_log_summary.txt"
+PEAK_MESSAGE = "FindPeakPerformance: Found peak performance field: "
+#: results.latency_* <- result_<percentile>_percentile_latency_ns.
+PERCENTILES = (("latency_p50", "50.00"), ("latency_p90", "90.00"), ("latency_p95", "95.00"),
+               ("latency_p99", "99.00"), ("latency_p999", "99.90"))
+
+
+class LoadGenLog:
+    """The last value of every key of a detail log, and its messages in order."""
+
+    def __init__(self, folder: str) -> None:
+        self.path = os.path.join(folder, DETAIL_LOG)
+        self.values: Dict[str, Any] = {}
+        self.messages: List[str] = []
+        self.errors: List[str] = []
+        with open(self.path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                if not line.startswith(":::MLLOG "):
+                    continue
+                try:
+                    entry = json.loads(line[len(":::MLLOG "):])
+                except ValueError:
+                    continue  # a line cut short: LoadGen never writes one, but keep reading
+                key, value = entry.get("key"), entry.get("value")
+                self.values[key] = value
+                if key == "generic_message":
+                    self.messages.append(str(value))
+                if (entry.get("metadata") or {}).get("is_error"):
+                    self.errors.append(f"{key}: {value}")
+
+    def peak_qps(self) -> float | None:
+        """FindPeakPerformance's peak query rate, None when the search never started."""
+        for message in reversed(self.messages):
+            if message.startswith(PEAK_MESSAGE):
+                return float(message[len(PEAK_MESSAGE):])
+        return None
+
+    def results(self) -> Dict[str, Any]:
+        """The protocol's `results.*` keys of the reported run (see the module doc)."""
+        values = self.values
+        samples_per_query = values.get("generated_samples_per_query")
+        if not isinstance(samples_per_query, int) or samples_per_query < 1:
+            samples_per_query = 1
+        found: Dict[str, Any] = {}
+        mean = values.get("result_mean_latency_ns")
+        if isinstance(mean, (int, float)):
+            found["results.latency_mean"] = mean / 1e6
+        for name, percentile in PERCENTILES:
+            value = values.get(f"result_{percentile}_percentile_latency_ns")
+            if isinstance(value, (int, float)):
+                found[f"results.{name}"] = value / 1e6
+        qps = _first_number(values, "result_samples_per_second",
+                            "result_completed_samples_per_sec")
+        if qps is None:
+            per_query = _first_number(values, "result_qps_with_loadgen_overhead")
+            qps = per_query * samples_per_query if per_query is not None else None
+        if qps is not None:
+            found["results.qps"] = qps
+        count = values.get("result_query_count")
+        if isinstance(count, int):
+            found["results.num_samples"] = count * samples_per_query
+        if "result_validity" in values:
+            found["results.loadgen_valid"] = values["result_validity"] == "VALID"
+        return found
+
+
+def _first_number(values: Dict[str, Any], *keys: str) -> float | None:
+    for key in keys:
+        value = values.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
