@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("dlbs.cli.compare", "compare two sets of results; exit 1 when something "
                 "got slower"),
     "plot": ("dlbs.cli.plot", "charts of results (PNG or SVG), with presets"),
+    "trace": ("dlbs.cli.trace", "where a traced experiment's time went: layers, kernels, "
+              "steps (from its trace, log or results DB)"),
+    "predict": ("dlbs.cli.predict", "the top classes of image files, from a model and its "
+                "weights"),
 }
 
 

@@ -71,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
     with no_cyclic_gc():
         loaded = load_experiments(args.inputs, Detail(summaries=True, all_attempts=True))
         report = build_report(loaded.records, options)
-        text = render(report, args.fmt)
+        if args.fmt == "html":
+            from dlbs.report.html import render_html
+
+            text = render_html(report)
+        else:
+            text = render(report, args.fmt)
         if args.output:
             atomic_write(args.output, text)
         else:

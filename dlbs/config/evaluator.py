@@ -1,45 +1,206 @@
-"""The sandboxed evaluator behind `$( ... )$`: simpleeval with a short whitelist.
+"""The sandboxed evaluator behind `$( ... )$`: simpleeval with a short whitelist and budgets.
 
-Never `eval`: simpleeval walks the AST and refuses imports, dunder attributes, string
-formatting and oversized strings, powers and comprehensions. We add the names that
-docs/language.md section 5 promises and nothing else.
+Never `eval`: simpleeval walks the AST and refuses imports, dunder attributes and string
+`format`. We add the names that docs/language.md section 5 promises and nothing else, and
+bound every evaluation (docs/security.md): its time (the clock is read at every step, and
+regular expressions stop at the same deadline), the bytes its values add up to, and the
+size of whatever runs in C, checked before it runs (`guarded.py`).
 """
 
 from __future__ import annotations
 
+import ast
 import math
-import os.path
-import re
+import sys
+import time
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
 import simpleeval
 
+from dlbs.config import guarded, patterns
+from dlbs.config.guarded import OverBudget
+from dlbs.config.limits import (
+    EXPRESSION_BYTES,
+    EXPRESSION_SECONDS,
+    MAX_INT_BITS,
+    MAX_ITEMS,
+    MAX_STRING,
+)
 from dlbs.errors import ConfigError
 
-_FUNCTIONS = {
-    name: getattr(__builtins__, name) if not isinstance(__builtins__, dict) else __builtins__[name]
-    for name in ("len", "int", "float", "str", "bool", "min", "max", "abs", "round", "sum",
-                 "range", "sorted", "any", "all", "list", "dict")
-}
-_NAMES = {
-    "true": True, "false": False, "null": None,
-    "True": True, "False": False, "None": None,
-    "re": SimpleNamespace(sub=re.sub, match=re.match, search=re.search, split=re.split,
-                          findall=re.findall, fullmatch=re.fullmatch),
-    "math": SimpleNamespace(**{name: getattr(math, name) for name in dir(math)
-                               if not name.startswith("_")}),
-    "os": SimpleNamespace(path=SimpleNamespace(join=os.path.join, basename=os.path.basename,
-                                               dirname=os.path.dirname)),
-}
+_BUILTINS = {name: getattr(__builtins__, name) if not isinstance(__builtins__, dict)
+             else __builtins__[name]
+             for name in ("len", "int", "float", "bool", "min", "max", "abs", "round",
+                          "sorted", "any", "all", "list", "dict")}
+_FUNCTIONS = {**_BUILTINS, "range": guarded.checked_range, "sum": guarded.checked_sum,
+              "str": guarded.checked_str}
+_CONSTANTS = {"true": True, "false": False, "null": None,
+              "True": True, "False": False, "None": None}
+_MATH = SimpleNamespace(**{name: guarded.MATH_CHECKED.get(name, getattr(math, name))
+                           for name in dir(math)
+                           if not name.startswith("_") and name not in guarded.MATH_LEFT_OUT})
+_OS = SimpleNamespace(path=SimpleNamespace(**guarded.os_path()))
+_OPERATORS = dict(simpleeval.DEFAULT_OPERATORS)
+_OPERATORS.update({getattr(ast, name): function
+                   for name, function in guarded.OPERATORS_CHECKED.items()})
+# Nodes whose value is new (and so counts against the byte budget); a name, a constant or an
+# attribute hands back a value that exists already.
+_MAKES_VALUES = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.JoinedStr, ast.List,
+                 ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.GeneratorExp, ast.DictComp)
+_OBJECT_BYTES = 64  # what one value costs at the least (sys.getsizeof of a small object)
+
+
+class _BudgetExceeded(Exception):
+    """The clock or the byte count of one evaluation ran out."""
+
+
+class _Evaluator(simpleeval.EvalWithCompoundTypes):
+    """simpleeval, with the budgets read at every step and attributes on a whitelist."""
+
+    def __init__(self) -> None:
+        names = dict(_CONSTANTS)
+        names.update(re=self._regex_module(), math=_MATH, os=_OS)
+        super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=names)
+        self.deadline = 0.0
+        self.spent = 0
+
+    def start(self) -> None:
+        self.deadline = time.perf_counter() + EXPRESSION_SECONDS
+        self.spent = 0
+        self._max_count = 0
+
+    # -- budgets -----------------------------------------------------------------------------
+    def _eval(self, node: ast.AST) -> Any:
+        if time.perf_counter() > self.deadline:
+            raise _BudgetExceeded(f"took more than {EXPRESSION_SECONDS:g} s")
+        result = super()._eval(node)
+        if isinstance(node, _MAKES_VALUES):
+            self._count(result)
+        return result
+
+    def _count(self, value: Any) -> None:
+        kind = type(value)
+        if kind is str:
+            if len(value) > MAX_STRING:
+                raise OverBudget(f"a string of {len(value):,} characters (at most "
+                                 f"{MAX_STRING:,})")
+            self.spent += _OBJECT_BYTES + len(value)
+        elif kind is int:
+            if value.bit_length() > MAX_INT_BITS:
+                raise OverBudget(f"a number of {value.bit_length():,} bits (at most "
+                                 f"{MAX_INT_BITS:,})")
+            self.spent += _OBJECT_BYTES
+        elif kind in (list, tuple, dict, set, frozenset):
+            if len(value) > MAX_ITEMS:
+                raise OverBudget(f"a {kind.__name__} of {len(value):,} items (at most "
+                                 f"{MAX_ITEMS:,})")
+            # The container and, at the least, a new object per item.
+            self.spent += sys.getsizeof(value) + _OBJECT_BYTES * len(value)
+        else:
+            self.spent += _OBJECT_BYTES
+        if self.spent > EXPRESSION_BYTES:
+            raise _BudgetExceeded(f"made values of more than {EXPRESSION_BYTES // 2**20} MB")
+
+    def remaining(self) -> float:
+        return max(self.deadline - time.perf_counter(), 0.001)
+
+    # -- nodes whose work depends on sizes ---------------------------------------------------
+    def _eval_list(self, node: ast.List) -> list[Any]:
+        result: list[Any] = []
+        for item in node.elts:
+            if isinstance(item, ast.Starred):
+                items = self._eval(item.value)
+                guarded.check_length(len(result) + len(items), result, "the list")
+                result.extend(items)
+            else:
+                result.append(self._eval(item))
+        return result
+
+    def _eval_joinedstr(self, node: ast.JoinedStr) -> str:
+        pieces, length = [], 0
+        for part in node.values:
+            value = self._eval(part)
+            guarded.check_text(value, "the f-string")
+            text = str(value)
+            length += len(text)
+            guarded.check_length(length, text, "the f-string")
+            pieces.append(text)
+        return "".join(pieces)
+
+    def _eval_formattedvalue(self, node: ast.FormattedValue) -> Any:
+        if node.format_spec:
+            spec = self._eval(node.format_spec)
+            guarded.check_format_spec(spec)
+            value = self._eval(node.value)
+            guarded.check_text(value, "the f-string")
+            return ("{:" + spec + "}").format(value)
+        return self._eval(node.value)
+
+    def _eval_attribute(self, node: ast.Attribute) -> Any:
+        name = node.attr
+        if name.startswith("_") or name in simpleeval.DISALLOW_METHODS:
+            raise simpleeval.FeatureNotAvailable(f"attribute {name!r}")
+        owner = self._eval(node.value)
+        if isinstance(owner, SimpleNamespace):  # re, math, os, os.path: curated above
+            try:
+                return getattr(owner, name)
+            except AttributeError:
+                raise simpleeval.AttributeDoesNotExist(name, self.expr) from None
+        kind = type(owner)
+        if isinstance(owner, patterns.Match):
+            allowed = guarded.MATCH_ATTRIBUTES
+        else:
+            allowed = guarded.ATTRIBUTES.get(kind, frozenset())
+        if name not in allowed:
+            raise simpleeval.FeatureNotAvailable(f"'.{name}' of a {kind.__name__}")
+        bind = guarded.CHECKED_METHODS.get((kind, name))
+        return bind(owner) if bind is not None else getattr(owner, name)
+
+    # -- re.* --------------------------------------------------------------------------------
+    def _regex_module(self) -> SimpleNamespace:
+        """`re.*` through the `regex` package, stopped at this evaluation's deadline."""
+        def compiled(pattern: Any, flags: int) -> Any:
+            if not isinstance(pattern, str):
+                raise TypeError(f"a pattern is a string, not {type(pattern).__name__}")
+            return patterns.compile_pattern(pattern, flags)
+
+        def timed(method: str) -> Any:
+            def call(pattern: Any, string: Any, *args: Any, flags: int = 0, **kwargs: Any) -> Any:
+                regex = compiled(pattern, flags)
+                timeout = self.remaining()
+                try:
+                    return getattr(regex, method)(string, *args, timeout=timeout, **kwargs)
+                except TimeoutError:
+                    raise patterns.too_slow(regex, str(string), EXPRESSION_SECONDS) from None
+            return call
+
+        def sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> str:
+            regex = compiled(pattern, flags)
+            if not isinstance(repl, str) or not isinstance(string, str):
+                raise TypeError("re.sub takes a pattern, a replacement and a string")
+            made = [len(string)]
+
+            def replace(match: Any) -> str:
+                text = match.expand(repl)
+                made[0] += len(text)  # at most the whole input and every replacement
+                guarded.check_length(made[0], text, "re.sub()'s result")
+                return text
+            try:
+                return regex.sub(replace, string, count=count, timeout=self.remaining())
+            except TimeoutError:
+                raise patterns.too_slow(regex, string, EXPRESSION_SECONDS) from None
+
+        return SimpleNamespace(sub=sub, **{name: timed(name) for name in (
+            "match", "search", "fullmatch", "split", "findall")})
 
 
 class SafeEvaluator:
     """Evaluates expression text; results are cached because sweeps repeat the same text."""
 
     def __init__(self) -> None:
-        self._evaluator = simpleeval.EvalWithCompoundTypes(functions=dict(_FUNCTIONS),
-                                                           names=dict(_NAMES))
+        self._evaluator = _Evaluator()
         self._results: dict[str, Any] = {}
 
     def evaluate(self, text: str) -> Any:
@@ -47,27 +208,62 @@ class SafeEvaluator:
             return self._results[text]
         except KeyError:
             pass
+        result = _plain(self._evaluate(text))
+        if callable(result) or isinstance(result, SimpleNamespace):
+            raise ConfigError("expression does not compute a value (a function or module)")
+        self._results[text] = result
+        return result
+
+    def _evaluate(self, text: str) -> Any:
+        evaluator = self._evaluator
+        if len(text) > MAX_STRING:
+            raise ConfigError(f"expression exceeds a size limit: its text has {len(text):,} "
+                              f"characters (at most {MAX_STRING:,})")
         try:
-            result = self._evaluator.eval(text.strip())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escapes in strings: Python's call
+                tree = ast.parse(text.strip(), mode="eval")
+            evaluator.expr = text
+            evaluator.start()
+            return evaluator._eval(tree.body)
         except (simpleeval.FeatureNotAvailable, simpleeval.FunctionNotDefined,
-                simpleeval.AttributeDoesNotExist) as error:
+                simpleeval.AttributeDoesNotExist, simpleeval.OperatorNotDefined) as error:
             raise ConfigError(f"not allowed in an expression: {_reason(error)}") from None
-        except (simpleeval.IterableTooLong, simpleeval.NumberTooHigh) as error:
+        except (simpleeval.IterableTooLong, simpleeval.NumberTooHigh, OverBudget) as error:
             raise ConfigError(f"expression exceeds a size limit: {_reason(error)}") from None
+        except _BudgetExceeded as error:
+            raise ConfigError(f"expression exceeds its budget: it {error}",
+                              hint="docs/security.md lists the budgets of an expression") \
+                from None
         except simpleeval.NameNotDefined as error:
             raise ConfigError(f"unknown name in expression: {_reason(error)}",
                               hint="strings from references are substituted as they are: "
                                    "quote them, as in '${exp.model}'") from None
         except SyntaxError as error:
             raise ConfigError(f"invalid expression syntax ({error.msg})") from None
+        except (RecursionError, MemoryError):
+            raise ConfigError("expression is nested too deeply") from None
+        except ConfigError:
+            raise
         except Exception as error:  # noqa: BLE001 - any evaluation failure is the spec's
-            raise ConfigError(f"expression failed: {type(error).__name__}: {error}") from None
-        if callable(result) or isinstance(result, SimpleNamespace):
-            raise ConfigError("expression does not compute a value (a function or module)")
-        self._results[text] = result
-        return result
+            raise ConfigError(f"expression failed: {type(error).__name__}: "
+                              f"{_reason(error)}") from None
+
+
+def _plain(value: Any) -> Any:
+    """Tuples become lists, as JSON has only lists; anything else is checked later."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in value]
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def _reason(error: Exception) -> str:
     # simpleeval appends "for expression '...'"; the caller names the expression itself.
-    return re.sub(r",? for expression .*$", "", str(error), flags=re.S)
+    text = str(error)
+    cut = text.find(" for expression ")
+    text = text if cut < 0 else text[:cut].rstrip(",")
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."

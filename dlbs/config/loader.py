@@ -8,19 +8,32 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dlbs.config.documents import (
+    check_document,
+    check_suffix,
+    parse_document,
+    parse_json,
+    read_spec_bytes,
+)
+from dlbs.config.limits import MAX_SPEC_FILES
+from dlbs.config.names import check_name
+from dlbs.config.patterns import compile_pattern
 from dlbs.config.spec import DEFINITION_KEYS, Axis, Extension, ParamDef, Spec
-from dlbs.config.values import TYPES, type_name
+from dlbs.config.values import TYPES, check_plain, type_name
 from dlbs.errors import ConfigError
 
 TOP_LEVEL_KEYS = ("parameters", "variables", "extensions", "include")
 EXTENSION_KEYS = ("condition", "parameters", "cases", "error")
 CLI_SOURCE = "<command line>"
+# Definition keys a redefinition keeps when it does not give them, and their ParamDef fields.
+_KEPT_FIELDS = (("type", "type"), ("desc", "desc"), ("choices", "choices"), ("regex", "regex"),
+                ("min", "minimum"), ("max", "maximum"))
 
 
 def default_config_dir() -> Path:
@@ -48,44 +61,9 @@ def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
 
 
 def read_document(path: Path) -> Any:
-    """Parse one JSON or YAML file; syntax errors name the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read: {error}") from None
-    suffix = path.suffix.lower()
-    if suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"{path}:{error.lineno}:{error.colno}: malformed JSON: "
-                              f"{error.msg}") from None
-    if suffix in (".yaml", ".yml"):
-        return _read_yaml(path, text)
-    raise ConfigError(f"{path}: unsupported file type {path.suffix!r}",
-                      hint="specs are .json, .yaml or .yml files")
-
-
-def _read_yaml(path: Path, text: str) -> Any:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    # The pure-Python safe loader follows YAML 1.2 (core schema): `no` stays a string.
-    yaml = YAML(typ="safe", pure=True)
-    try:
-        return yaml.load(text)
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = error.problem or error.context or "syntax error"
-        start = error.context_mark
-        if error.context and start is not None and mark is not None and start.line != mark.line:
-            problem += f" ({error.context} started at line {start.line + 1})"
-        raise ConfigError(f"{where}: malformed YAML: {problem}") from None
-    except YAMLError as error:
-        raise ConfigError(f"{path}: malformed YAML: {error}") from None
+    """Parse one JSON or YAML file within the budgets; errors name the file and line."""
+    check_suffix(path)  # before anything is opened: `include: [/dev/zero]` reads nothing
+    return parse_document(path, read_spec_bytes(path))
 
 
 class SpecBuilder:
@@ -93,14 +71,25 @@ class SpecBuilder:
 
     def __init__(self) -> None:
         self.spec = Spec()
+        self.files_read = 0
 
     # -- files -----------------------------------------------------------------------------
     def add_file(self, path: str | Path, _stack: tuple[Path, ...] = ()) -> None:
         path = Path(path)
-        real = path.resolve()
+        if "\x00" in str(path):
+            raise ConfigError(f"{_stack[-1] if _stack else path}: a file name holds a NUL byte")
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError) as error:
+            raise ConfigError(f"{path}: cannot read: {error}") from None
         if real in _stack:
             chain = " -> ".join(str(p) for p in (*_stack, real))
             raise ConfigError(f"include cycle: {chain}")
+        self.files_read += 1
+        if self.files_read > MAX_SPEC_FILES:
+            raise ConfigError(f"{path}: a spec may read at most {MAX_SPEC_FILES} files, its "
+                              f"includes (and theirs) counted each time they are included",
+                              hint="docs/security.md lists the budgets of specs")
         document = read_document(path)
         if document is None:
             document = {}
@@ -146,11 +135,11 @@ class SpecBuilder:
             definition = _parse_definition(name, value, source)
             if current is not None:
                 # A redefinition replaces the fields it gives and keeps the others.
-                for key in ("type", "desc", "choices", "regex"):
+                for key, attribute in _KEPT_FIELDS:
                     if key in value or (key == "choices" and "val_domain" in value) or (
                             key == "regex" and "val_regex" in value):
                         continue
-                    setattr(definition, key, getattr(current, key))
+                    setattr(definition, attribute, getattr(current, attribute))
                 definition.host = definition.host or current.host
             self.spec.params[name] = definition
         elif current is not None:
@@ -194,10 +183,10 @@ class SpecBuilder:
             _check_name(str(name), source)
             if isinstance(test, str):
                 try:
-                    re.compile(test)
-                except re.error as error:
-                    raise ConfigError(f"{source}: condition on {name!r}: invalid regular "
-                                      f"expression {test!r}: {error}") from None
+                    compile_pattern(test)
+                except ConfigError as error:
+                    raise ConfigError(f"{source}: condition on {name!r}: {error.message}") \
+                        from None
             elif isinstance(test, dict):
                 raise ConfigError(f"{source}: condition on {name!r}: a test is a regular "
                                   f"expression, a list of values or a value, not an object")
@@ -225,11 +214,15 @@ class SpecBuilder:
             name, value = _split_assignment(assignment, "-V")
             self.set_axis(name, _json_or_raw(value), CLI_SOURCE)
         for index, text in enumerate(extensions):
+            where = f"{CLI_SOURCE}: -E #{index + 1}"
             try:
-                extension = json.loads(text)
+                extension = json.loads(text, parse_constant=_no_constant)
             except json.JSONDecodeError as error:
-                raise ConfigError(f"{CLI_SOURCE}: -E #{index + 1} is not JSON: {error.msg} "
-                                  f"(column {error.colno})") from None
+                raise ConfigError(f"{where} is not JSON: {error.msg} (column {error.colno})") \
+                    from None
+            except (RecursionError, ValueError):
+                extension = parse_json(text, where)  # says why, in one line
+            check_document(extension, where)
             self.add_extension(extension, f"{CLI_SOURCE}: -E #{index + 1}")
 
 
@@ -259,8 +252,7 @@ def _check_object(value: Any, keys: Sequence[str], source: str, what: str, key_k
 
 
 def _check_name(name: str, source: str) -> None:
-    if not name or name != name.strip() or any(c in name for c in "${}<>()"):
-        raise ConfigError(f"{source}: invalid parameter name {name!r}")
+    check_name(name, source)
 
 
 def _split_assignment(text: str, flag: str) -> tuple[str, str]:
@@ -270,11 +262,20 @@ def _split_assignment(text: str, flag: str) -> tuple[str, str]:
     return name.strip(), value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _json_or_raw(text: str) -> Any:
+    """-P/-V values: JSON when the text is JSON, else the text itself."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        value = parse_json(text, CLI_SOURCE)
+    except ConfigError as error:
+        if "nested more than" in error.message:
+            raise
         return text
+    check_document(value, CLI_SOURCE)
+    return value
 
 
 def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef:
@@ -283,7 +284,7 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
         if key not in DEFINITION_KEYS:
             raise ConfigError(f"{where}: unknown key {key!r} in its definition",
                               hint=suggest(str(key), DEFINITION_KEYS)
-                              or "a definition has val, type, desc, choices and regex; "
+                              or "a definition has val, type, desc, choices, regex, min and max; "
                                  "to give an object as a value, write {val: {...}}")
     declared = value.get("type")
     if declared is not None and declared not in TYPES:
@@ -296,11 +297,33 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
     regex = None
     if pattern is not None:
         try:
-            regex = re.compile(str(pattern))
-        except re.error as error:
-            raise ConfigError(f"{where}: invalid regex {pattern!r}: {error}") from None
+            regex = compile_pattern(str(pattern))
+        except ConfigError as error:
+            reason = error.message.removeprefix("invalid regular expression ")
+            raise ConfigError(f"{where}: invalid regex {reason}") from None
+    minimum, maximum = _bound(value, "min", where), _bound(value, "max", where)
+    if (minimum is not None or maximum is not None) and declared not in ("int", "float"):
+        raise ConfigError(f"{where}: min and max bound numbers: declare type int or float")
+    if minimum is not None and maximum is not None and minimum > maximum:
+        raise ConfigError(f"{where}: min {minimum} is above max {maximum}")
     desc = value.get("desc", "")
     if isinstance(desc, list):  # DLBS wrote long descriptions as lists of lines
         desc = " ".join(str(line) for line in desc)
     outside_id = bool(value.get("host", False)) or value.get("identity", True) is False
-    return ParamDef(name, value["val"], source, declared, str(desc), choices, regex, outside_id)
+    return ParamDef(name, value["val"], source, declared, str(desc), choices, regex, outside_id,
+                    minimum, maximum)
+
+
+def _bound(definition: dict[str, Any], key: str, where: str) -> int | float | None:
+    """A definition's `min` or `max`: a finite number that a plan can hold, or None."""
+    bound = definition.get(key)
+    if bound is None:
+        return None
+    if isinstance(bound, bool) or not isinstance(bound, int | float) or \
+            isinstance(bound, float) and not math.isfinite(bound):
+        raise ConfigError(f"{where}: {key} must be a number, not {bound!r}")
+    try:
+        check_plain(bound)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {key}: {error.message}") from None
+    return bound

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +16,15 @@ class ParamDef:
     type: str | None = None
     desc: str = ""
     choices: list[Any] | None = None
-    regex: re.Pattern[str] | None = None
+    regex: Any = None  # a compiled pattern of dlbs.config.patterns
     # The value describes the host (interpreter, cache path) or how to run (exp.rerun,
     # exp.timeout), not what is measured: it is left out of exp.id, so that the experiment
     # keeps its id on another machine and under another run policy. Spec keys: `host: true`
     # or `identity: false`.
     host: bool = False
+    # The range of a number (spec keys `min` and `max`), both ends included.
+    minimum: int | float | None = None
+    maximum: int | float | None = None
 
     def definition(self) -> dict[str, Any]:
         """The definition as a spec object (for `print-config` and `help`)."""
@@ -35,6 +37,10 @@ class ParamDef:
             out["choices"] = self.choices
         if self.regex is not None:
             out["regex"] = self.regex.pattern
+        if self.minimum is not None:
+            out["min"] = self.minimum
+        if self.maximum is not None:
+            out["max"] = self.maximum
         if self.host:
             out["host"] = True
         return out
@@ -79,7 +85,8 @@ class Spec:
         params: dict[str, Any] = {}
         for name, definition in self.params.items():
             plain = (definition.type is None and not definition.desc and definition.choices is None
-                     and definition.regex is None and not definition.host)
+                     and definition.regex is None and not definition.host
+                     and definition.minimum is None and definition.maximum is None)
             params[name] = definition.value if plain and not _looks_like_definition(
                 definition.value) else definition.definition()
         return {
@@ -94,7 +101,7 @@ class Spec:
 
 
 DEFINITION_KEYS = ("val", "type", "desc", "choices", "regex", "val_domain", "val_regex", "host",
-                   "identity")
+                   "identity", "min", "max")
 
 
 def _looks_like_definition(value: Any) -> bool:

@@ -12,7 +12,6 @@ grammar (docs/language.md sections 4 and 5):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from dlbs.errors import ConfigError
@@ -45,9 +44,9 @@ class Template:
     parts: tuple[Part, ...]
     # Names referenced directly (not through a computed name).
     static_refs: frozenset[str] = field(default=frozenset())
-    # Regular expressions that computed names (`${${a}.b}` gives `.*\\.b`) match: all the
-    # names such a reference can reach.
-    patterns: frozenset[str] = field(default=frozenset())
+    # What computed names can be: the literal pieces of the name, with anything between two
+    # pieces (`${${a}.b}` gives ("", ".b")). `wildcard_match` finds the names it can reach.
+    patterns: frozenset[tuple[str, ...]] = field(default=frozenset())
 
     @property
     def single(self) -> Ref | Expr | None:
@@ -83,7 +82,7 @@ class _Parser:
         """Parse until `closer` (`}` or `>` for a name, `)$` for an expression) or the end."""
         text, parts, literal = self.text, [], []
         static_refs: set[str] = set()
-        patterns: set[str] = set()
+        patterns: set[tuple[str, ...]] = set()
         while self.pos < len(text):
             if closer is not None and text.startswith(closer, self.pos):
                 self.pos += len(closer)
@@ -121,8 +120,7 @@ class _Parser:
                 else:
                     static_refs |= name.static_refs
                     patterns |= name.patterns
-                    patterns.add("".join(re.escape(p) if isinstance(p, str) else ".*"
-                                         for p in name.parts))
+                    patterns.add(_segments(name.parts))
                     ref = Ref(name)
                 _flush(parts, literal)
                 parts.append(ref)
@@ -154,8 +152,40 @@ def _flush(parts: list[Part], literal: list[str]) -> None:
         literal.clear()
 
 
+def _segments(parts: tuple[Part, ...]) -> tuple[str, ...]:
+    """The literal pieces of a computed name; a wildcard stands between each two."""
+    segments = [""]
+    for part in parts:
+        if isinstance(part, str):
+            segments[-1] += part
+        elif segments[-1] or len(segments) == 1:
+            segments.append("")
+    return tuple(segments)
+
+
+def wildcard_match(segments: tuple[str, ...], name: str) -> bool:
+    """Whether `name` is the pieces of `segments` with anything between them.
+
+    Greedy from both ends, leftmost in between: linear in the name, where the equivalent
+    regular expression (`.*a.*a.*`) backtracks without end on names that do not match.
+    """
+    first, last = segments[0], segments[-1]
+    if len(segments) == 1:
+        return name == first
+    if len(name) < len(first) + len(last) or not name.startswith(first) or \
+            not name.endswith(last):
+        return False
+    position, end = len(first), len(name) - len(last)
+    for middle in segments[1:-1]:
+        found = name.find(middle, position, end)
+        if found < 0:
+            return False
+        position = found + len(middle)
+    return True
+
+
 def _build(parts: list[Part], literal: list[str], refs: set[str],
-           patterns: set[str]) -> Template:
+           patterns: set[tuple[str, ...]]) -> Template:
     _flush(parts, literal)
     return Template(tuple(parts), frozenset(refs), frozenset(patterns))
 

@@ -7,12 +7,14 @@ single spaces, objects as compact JSON. Casting rules are section 6.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import Any
 
 import orjson
 
+from dlbs.config.limits import INT_MAX, INT_MIN, MAX_NESTING, MAX_VALUE_CHARS
 from dlbs.errors import ConfigError
 from dlbs.util.booleans import parse_bool
 
@@ -88,7 +90,7 @@ def cast(value: Any, declared: str | None) -> Any:
                 return int(value.strip())
             except ValueError:
                 pass
-        raise ValueError(f"{value!r} is not an int")
+        raise ValueError(f"{short(value)} is not an int")
     if declared == "float":
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
@@ -97,7 +99,7 @@ def cast(value: Any, declared: str | None) -> Any:
                 return float(value.strip())
             except ValueError:
                 pass
-        raise ValueError(f"{value!r} is not a float")
+        raise ValueError(f"{short(value)} is not a float")
     if declared == "bool":
         if isinstance(value, bool):
             return value
@@ -105,13 +107,13 @@ def cast(value: Any, declared: str | None) -> Any:
             return bool(value)
         if isinstance(value, str) and parse_bool(value) is not None:
             return parse_bool(value)
-        raise ValueError(f"{value!r} is not a bool (true/false/yes/no/on/off/1/0)")
+        raise ValueError(f"{short(value)} is not a bool (true/false/yes/no/on/off/1/0)")
     if declared == "list":
         if isinstance(value, list):
             return value
         if isinstance(value, str):
             return split_words(value)
-        raise ValueError(f"{value!r} is not a list")
+        raise ValueError(f"{short(value)} is not a list")
     if declared == "dict":
         if isinstance(value, dict):
             return value
@@ -122,5 +124,99 @@ def cast(value: Any, declared: str | None) -> Any:
                 parsed = None
             if isinstance(parsed, dict):
                 return parsed
-        raise ValueError(f"{value!r} is not a dict")
+        raise ValueError(f"{short(value)} is not a dict")
     raise ValueError(f"unknown type {declared!r}")
+
+
+def check_plain(value: Any) -> Any:
+    """`value` if it is plain data that every reader of a plan holds exactly, else ConfigError.
+
+    Plain data is null, booleans, integers of 64 bits, finite floats, strings without NUL
+    bytes (no argument, path or environment variable can hold one), lists and objects with
+    string keys, nested at most `MAX_NESTING` deep and at most `MAX_VALUE_CHARS` long as
+    JSON (docs/language.md section 6). Scalars, by far the most common, cost one type test.
+    """
+    kind = type(value)
+    if kind is str:
+        if "\x00" in value:
+            raise ConfigError("the value holds a NUL byte, which no argument, path or "
+                              "environment variable can hold")
+        if not value.isascii():
+            _check_unicode(value)
+        if len(value) > MAX_VALUE_CHARS:
+            raise ConfigError(f"the value is {len(value):,} characters long, more than "
+                              f"{MAX_VALUE_CHARS:,}")
+        return value
+    if value is None or kind is bool or kind is float and math.isfinite(value) or \
+            kind is int and INT_MIN <= value <= INT_MAX:
+        return value
+    _check_tree(value)
+    return value
+
+
+def _check_tree(value: Any) -> None:
+    """The walk of check_plain for containers and bad scalars, with a size budget."""
+    budget = MAX_VALUE_CHARS
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is str:
+            if "\x00" in item:
+                raise ConfigError("a string in the value holds a NUL byte, which no argument, "
+                                  "path or environment variable can hold")
+            if not item.isascii():
+                _check_unicode(item)
+            budget -= len(item) + 3
+        elif item is None or kind is bool:
+            budget -= 5
+        elif kind is int:
+            if not INT_MIN <= item <= INT_MAX:
+                raise ConfigError(f"the integer {short(item)} does not fit in 64 bits "
+                                  f"({INT_MIN} to {INT_MAX})")
+            budget -= 21
+        elif kind is float:
+            if not math.isfinite(item):
+                raise ConfigError(f"{item!r} is not a number a plan can hold (JSON has no "
+                                  f"infinities or NaN)")
+            budget -= 25
+        elif kind is list or kind is dict:
+            if depth >= MAX_NESTING:
+                raise ConfigError(f"the value is nested more than {MAX_NESTING} levels deep")
+            budget -= 2 + len(item)
+            if budget < 0:
+                break
+            if kind is dict:
+                for key in item:
+                    if type(key) is not str:
+                        raise ConfigError(f"an object key must be a string, not "
+                                          f"{type_name(key)} {short(key)}")
+                    stack.append((key, depth + 1))
+                items = item.values()
+            else:
+                items = item
+            stack.extend((child, depth + 1) for child in items)
+        else:
+            raise ConfigError(f"a {type(item).__name__} is not a value: values are null, "
+                              f"booleans, numbers, strings, lists and objects")
+        if budget < 0:
+            break
+    if budget < 0:
+        raise ConfigError(f"the value is more than {MAX_VALUE_CHARS:,} characters long as JSON")
+
+
+def _check_unicode(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ConfigError(f"the value is not valid text: {short(text[error.start:error.end])} "
+                          f"at character {error.start} (bytes that are not UTF-8, or a lone "
+                          f"surrogate)") from None
+
+
+def short(value: Any) -> str:
+    """`repr(value)`, cut to fit one line of an error message (and never a 10**5000)."""
+    if type(value) is int and value.bit_length() > 200:
+        return f"of {value.bit_length()} bits"
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."

@@ -16,10 +16,13 @@ from typing import Any
 
 import orjson
 
+from dlbs.config.limits import DEFAULT_MAX_EXPERIMENTS
+from dlbs.config.patterns import compile_pattern, fullmatch
 from dlbs.config.spec import Extension, ParamDef, Spec
 from dlbs.config.template import escape
-from dlbs.config.values import render
+from dlbs.config.values import cast, render
 from dlbs.errors import ConfigError, PlanError
+from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
 from dlbs.plan.resolver import Override, ResolutionContext, Resolver
 
@@ -28,6 +31,7 @@ FRAMEWORK = "exp.framework"
 # Parameters that configure the planner itself; they are not part of any experiment.
 PLANNER_PREFIX = "sys."
 VAR_ORDER = "sys.plan_builder.var_order"
+MAX_EXPERIMENTS = "sys.max_experiments"
 GROUP_PREFIX = "__condition"
 # Left out of exp.id besides host values: outputs, the id itself and where its log goes.
 NOT_IN_ID = ("exp.log_file",)
@@ -51,6 +55,14 @@ class Planner:
                       if ext.error is not None]
         self.duplicates = 0
         self.count = 0
+        self.max_experiments = _max_experiments(spec)
+        # Before anything expands: a sweep of 2**40 experiments is refused, not attempted.
+        self.upper_bound = self.size_bound()
+        if self.upper_bound > self.max_experiments:
+            raise PlanError(f"the plan would have up to {self.upper_bound:,} experiments "
+                            f"({self._size_terms()}), more than {MAX_EXPERIMENTS} "
+                            f"({self.max_experiments:,})",
+                            hint=f"narrow the sweep, or raise {MAX_EXPERIMENTS} if you mean it")
 
         # Every raw value each name may take, and the names a sweep can change.
         alternatives: dict[str, list[Any]] = {
@@ -147,6 +159,26 @@ class Planner:
         return Extension(ext.condition, rename(ext.parameters),
                          [rename(case) for case in ext.cases], ext.source, ext.error)
 
+    def size_bound(self) -> int:
+        """The most experiments the plan can have: every axis, times every extension's cases.
+
+        An extension multiplies the experiments it matches by its cases; assuming that it
+        matches all of them gives an upper bound without resolving anything.
+        """
+        bound = 1
+        for axis in self.axes:
+            bound *= len(axis.items)
+        for extension in self.extensions:
+            if extension.error is None:
+                bound *= max(len(extension.cases), 1)
+        return bound
+
+    def _size_terms(self) -> str:
+        terms = [f"{len(axis.items):,} values of {axis.name}" for axis in self.axes]
+        terms += [f"{len(ext.cases):,} cases of {ext.source}" for ext in self.extensions
+                  if ext.error is None and len(ext.cases) > 1]
+        return " x ".join(terms) or "no axes"
+
     def axis_keys(self) -> list[str]:
         """The parameters the sweep's axes set, in axis order."""
         keys = (key for items in self._axis_overrides for item in items for key in item)
@@ -164,6 +196,7 @@ class Planner:
             for state in self._extend(overrides, 0):
                 self._apply_rules(state)
                 experiment = self._finalize(state)
+                contain(experiment, ", ".join(o.label for o in state.values() if o.label))
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(
@@ -216,7 +249,13 @@ class Planner:
                 return None
             value = resolver.value(name)
             if isinstance(test, str):
-                match = _compiled(test).fullmatch(render(value))
+                try:
+                    match = fullmatch(compile_pattern(test), render(value))
+                except ConfigError as error:
+                    labels = resolver.describe()
+                    raise ConfigError(f"{ext.source}: condition on {name!r}: {error.message}"
+                                      + (f" (experiment: {labels})" if labels else ""),
+                                      hint=error.hint) from None
                 if match is None:
                     return None
                 for number, group in enumerate((match.group(0), *match.groups())):
@@ -309,14 +348,20 @@ class _Layout:
         self.post_id = post_id  # parameters that reference exp.id
 
 
-_regex_cache: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    compiled = _regex_cache.get(pattern)
-    if compiled is None:
-        compiled = _regex_cache[pattern] = re.compile(pattern)
-    return compiled
+def _max_experiments(spec: Spec) -> int:
+    """`sys.max_experiments` of the spec (a positive int), else the default."""
+    definition = spec.params.get(MAX_EXPERIMENTS)
+    if definition is None or definition.value is None:
+        return DEFAULT_MAX_EXPERIMENTS
+    try:
+        limit = cast(definition.value, "int")
+    except ValueError as error:
+        raise ConfigError(f"{definition.source}: parameter {MAX_EXPERIMENTS!r}: {error}") \
+            from None
+    if limit < 1:
+        raise ConfigError(f"{definition.source}: parameter {MAX_EXPERIMENTS!r}: must be at "
+                          f"least 1, not {limit}")
+    return limit
 
 
 def _same(value: Any, other: Any) -> bool:

@@ -14,6 +14,60 @@ from dlbs.plan.unused import unused_parameters
 # Backends that run one process per replica and so cannot put several GPUs in one replica.
 ONE_GPU_PER_REPLICA = ("pytorch", "mxnet")
 
+#: How the whole sweep is run (configs/01-run.yaml): one value for every experiment.
+SWEEP_WIDE = ("runtime.max_parallel", "slurm.max_in_flight", "slurm.on_interrupt")
+
+
+class RunChecks:
+    """What makes a plan unrunnable as a whole (docs/running.md), one experiment at a time.
+
+    Whole-sweep settings that differ, several local experiments at once on the CPU, requests
+    that conflict. `dlbs run --plan` uses it too (`run_problems`): a plan file is not
+    checked by the planner.
+    """
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self._first: dict[str, tuple[int, Any]] = {}
+
+    def add(self, index: int, experiment: dict[str, Any]) -> None:
+        """Check experiment #`index` (counted from 1)."""
+        found: list[str] = []
+        for name in SWEEP_WIDE:
+            if name not in experiment:
+                continue
+            seen = self._first.setdefault(name, (index, experiment[name]))
+            if seen[1] != experiment[name]:
+                found.append(f"{name} applies to the whole sweep, but experiment #{seen[0]} "
+                             f"has {seen[1]!r} and #{index} {experiment[name]!r}")
+                self._first[name] = (index, experiment[name])  # say it once per change
+        parallel = experiment.get("runtime.max_parallel") or 1
+        if isinstance(parallel, int) and parallel > 1 and \
+                experiment.get("exp.scheduler", "none") != "slurm" and \
+                not experiment.get("exp.gpus"):
+            found.append(f"experiment #{index} runs on the CPU, but runtime.max_parallel is "
+                         f"{parallel}: experiments at once on one CPU disturb each other's "
+                         "numbers (parallel runs need disjoint exp.gpus)")
+        if experiment.get("exp.scheduler") == "slurm" and experiment.get("slurm.gres") and \
+                experiment.get("slurm.gpus_per_node"):
+            found.append(f"experiment #{index}: slurm.gres and slurm.gpus_per_node both "
+                         "request GPUs; set slurm.gpus_per_node to 0 to use slurm.gres")
+        if experiment.get("exp.docker") is True and \
+                experiment.get("exp.container_engine") == "podman" and \
+                experiment.get("exp.docker_launcher") == "nvidia-docker":
+            found.append(f"experiment #{index}: exp.container_engine podman cannot run "
+                         "exp.docker_launcher nvidia-docker (a Docker-only binary); use "
+                         "docker (Podman gets GPUs through CDI)")
+        self.problems += found
+
+
+def run_problems(experiments: Iterable[dict[str, Any]]) -> list[str]:
+    """`RunChecks` of a whole plan."""
+    checks = RunChecks()
+    for index, experiment in enumerate(experiments, start=1):
+        checks.add(index, experiment)
+    return checks.problems
+
 
 @dataclass
 class PlanReport:
@@ -31,9 +85,11 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
     report = PlanReport(warnings=unused_parameters(planner.spec))
     log_files: dict[str, int] = {}
     half_without_tensor_cores: Counter[str] = Counter()
+    run_checks = RunChecks()
     for index, experiment in enumerate(
             planner.experiments() if experiments is None else experiments, start=1):
         report.experiments += 1
+        run_checks.add(index, experiment)
         log_file = experiment.get("exp.log_file")
         if isinstance(log_file, str) and log_file:
             first = log_files.setdefault(log_file, index)
@@ -64,6 +120,7 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
         report.warnings.append(
             f"exp.use_tensor_core is false in {count} PyTorch {dtype} experiments: PyTorch "
             f"can only switch TF32 off (float32 math); {dtype} math still uses tensor cores")
+    report.problems += run_checks.problems
     report.duplicates = planner.duplicates
     if report.experiments == 0:
         axes = [axis.name for axis in planner.axes if not axis.items]

@@ -8,14 +8,15 @@ the ones it reaches. This is what makes planning thousands of experiments cheap.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dlbs.config.template import parse
+from dlbs.config.template import parse, wildcard_match
+
+Pattern = tuple[str, ...]
 
 
-def references(raw: Any) -> tuple[frozenset[str], frozenset[str]]:
+def references(raw: Any) -> tuple[frozenset[str], frozenset[Pattern]]:
     """Names a raw value references directly, and the patterns of the names it computes."""
     if isinstance(raw, str):
         if "$" not in raw:
@@ -29,7 +30,7 @@ def references(raw: Any) -> tuple[frozenset[str], frozenset[str]]:
     else:
         return frozenset(), frozenset()
     names: set[str] = set()
-    patterns: set[str] = set()
+    patterns: set[Pattern] = set()
     for item in items:
         item_names, item_patterns = references(item)
         names |= item_names
@@ -37,10 +38,10 @@ def references(raw: Any) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(names), frozenset(patterns)
 
 
-def matching(patterns: Iterable[str], names: Iterable[str]) -> set[str]:
+def matching(patterns: Iterable[Pattern], names: Iterable[str]) -> set[str]:
     """The names that a computed reference with one of `patterns` can reach."""
-    compiled = [re.compile(p) for p in patterns]
-    return {name for name in names if any(p.fullmatch(name) for p in compiled)}
+    patterns = list(patterns)
+    return {name for name in names if any(wildcard_match(p, name) for p in patterns)}
 
 
 def sweep_dependencies(alternatives: Mapping[str, list[Any]],
@@ -49,14 +50,14 @@ def sweep_dependencies(alternatives: Mapping[str, list[Any]],
 
     `alternatives` maps a name to every raw value it may take (the base value, axis items,
     extension values); an edge exists when any of them references the other name. A computed
-    reference (`${${a}.b}`) has an edge to every name its pattern (`.*\\.b`) matches: names
-    outside `alternatives` come from the environment, which no experiment changes.
+    reference (`${${a}.b}`) has an edge to every name its pattern (anything, then `.b`)
+    matches: names outside `alternatives` come from the environment, which no experiment changes.
     """
     varying_order = list(dict.fromkeys(varying))
     edges: dict[str, set[str]] = {}
     for name, raws in alternatives.items():
         names: set[str] = set()
-        patterns: set[str] = set()
+        patterns: set[Pattern] = set()
         for raw in raws:
             refs, raw_patterns = references(raw)
             names |= refs

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbs.config.evaluator import SafeEvaluator
+from dlbs.config.limits import MAX_ITEMS, MAX_VALUE_CHARS
 from dlbs.config.loader import suggest
+from dlbs.config.patterns import fullmatch
 from dlbs.config.spec import ParamDef
 from dlbs.config.template import Expr, Ref, Template, parse
-from dlbs.config.values import cast, render, shell_word
+from dlbs.config.values import cast, check_plain, render, shell_word
 from dlbs.errors import ConfigError
 from dlbs.plan.graph import matching
 
@@ -150,7 +152,7 @@ class Resolver:
         outer_host, self._host = self._host, False
         self._stack.append(name)
         try:
-            value = self._compute(name)
+            value = check_plain(self._compute(name))
         except ConfigError as error:
             if _located(error):
                 raise
@@ -209,13 +211,16 @@ class Resolver:
                 raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
         if definition.choices is not None and value is not None and not any(
                 _same_value(value, choice) for choice in definition.choices):
-            raise ConfigError(f"value {value!r} is not one of the choices "
+            raise ConfigError(f"value {_short(value)} is not one of the choices "
                               f"{definition.choices!r}", suggest(str(value), map(
                                   str, definition.choices)))
         if definition.regex is not None and value is not None and \
-                definition.regex.fullmatch(render(value)) is None:
-            raise ConfigError(f"value {value!r} does not match the regex "
+                fullmatch(definition.regex, render(value)) is None:
+            raise ConfigError(f"value {_short(value)} does not match the regex "
                               f"{definition.regex.pattern!r}")
+        if value is not None and (definition.minimum is not None or
+                                  definition.maximum is not None):
+            check_range(definition, value)
         return value
 
     def _resolve(self, raw: Any, list_item: bool) -> Any:
@@ -251,15 +256,23 @@ class Resolver:
         if single is not None:
             return self._expr(single)
         out = []
+        length = 0
         for part in template.parts:
             if isinstance(part, str):
-                out.append(part)
-                continue
-            value = self._ref(part) if isinstance(part, Ref) else self._expr(part)
-            if list_item and isinstance(value, str):
-                out.append(shell_word(value) if value else value)
+                text = part
             else:
-                out.append(render(value))
+                value = self._ref(part) if isinstance(part, Ref) else self._expr(part)
+                if list_item and isinstance(value, str):
+                    text = shell_word(value) if value else value
+                else:
+                    text = render(value)
+            # References may repeat long values (`${a}${a}`, `a2: ${a1}${a1}`): the length
+            # is checked before the text is made, so that doubling stops at the limit.
+            length += len(text)
+            if length > MAX_VALUE_CHARS:
+                raise ConfigError(f"the value would be more than {MAX_VALUE_CHARS:,} "
+                                  f"characters long")
+            out.append(text)
         return "".join(out)
 
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
@@ -268,6 +281,8 @@ class Resolver:
             if isinstance(item, str):
                 value = self._resolve(item, list_item=True)
                 if isinstance(value, list):
+                    if len(out) + len(value) > MAX_ITEMS:
+                        raise ConfigError(f"the list would have more than {MAX_ITEMS:,} items")
                     out.extend(value)  # `"${exp.docker_args}"` splices the list in place
                     continue
                 if value is None or value == "":
@@ -315,6 +330,24 @@ class Resolver:
         error = ConfigError(text, hint)
         error.located = True  # type: ignore[attr-defined]
         return error
+
+
+def check_range(definition: ParamDef, value: Any) -> None:
+    """A number within the definition's `min` and `max` (both included), else ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    minimum, maximum = definition.minimum, definition.maximum
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"value {_short(value)} is below the minimum {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"value {_short(value)} is above the maximum {maximum}")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"of {value.bit_length()} bits"
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _same_value(value: Any, other: Any) -> bool:

@@ -107,10 +107,10 @@ def _set_names(spec: Spec) -> Iterator[tuple[str, str]]:
                 yield str(key), extension.source
 
 
-def _referenced(spec: Spec) -> tuple[set[str], set[str]]:
+def _referenced(spec: Spec) -> tuple[set[str], set[tuple[str, ...]]]:
     """Names that some template references or some condition tests, and computed patterns."""
     names: set[str] = set()
-    patterns: set[str] = set()
+    patterns: set[tuple[str, ...]] = set()
 
     def note(raw: Any) -> None:
         found, computed = references(raw)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlbs.errors import LaunchError
+from dlbs.recipes import evaluation, tracing
 from dlbs.recipes.docker_args import translate
 from dlbs.recipes.invocation import (
     DOCKER,
@@ -44,10 +45,20 @@ CONTAINER_ENGINES = (DOCKER_ENGINE, PODMAN_ENGINE)
 def invocation_for(experiment: Experiment) -> Invocation:
     """The complete invocation of one experiment; see the module doc."""
     recipe = recipe_for(experiment)
-    return assemble(experiment, recipe.command(experiment), env=recipe.environment(experiment),
-                    mounts=recipe.mounts(experiment),
-                    docker_args=recipe.docker_arg_tokens(experiment)
-                    if recipe.in_container(experiment) else None)
+    in_container = recipe.in_container(experiment)
+    env = recipe.environment(experiment)
+    mounts = recipe.mounts(experiment)
+    if in_container:  # the backends' shared package, evaluation inputs and outputs
+        mounts = [*mounts, *evaluation.container_mounts(experiment, recipe.name)]
+        mounts += tracing.trace_mounts(experiment, mounts)  # the trace, at its host path
+    else:
+        env.update(evaluation.common_env(experiment, recipe.backend_dir(experiment), env))
+    invocation = assemble(experiment, recipe.command(experiment), env=env, mounts=mounts,
+                          docker_args=recipe.docker_arg_tokens(experiment)
+                          if in_container else None)
+    if in_container and invocation.workdir is None:
+        invocation.workdir = evaluation.container_workdir(invocation.mounts)
+    return invocation
 
 
 def assemble(experiment: Experiment, command: list[str], *, env: Mapping[str, str] | None = None,

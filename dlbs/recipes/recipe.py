@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from dlbs.errors import LaunchError
+from dlbs.recipes import evaluation, tracing
 from dlbs.recipes.invocation import Mount, tokens
 from dlbs.util.booleans import truthy
 
@@ -83,8 +84,10 @@ class Recipe:
         return str(path)
 
     def backend_args(self, experiment: Experiment) -> list[str]:
+        """`<framework>.args`, then the scenario's outputs and the trace flags (when set)."""
         name = f"{self.name}.args"
-        return tokens(experiment.get(name), name)
+        return tokens(experiment.get(name), name) + evaluation.output_flags(experiment) + \
+            tracing.trace_flags(experiment)
 
 
 def _env_text(value: object) -> str:

@@ -107,8 +107,10 @@ def compare(base: Sequence[Record], new: Sequence[Record], *, by: Sequence[str] 
                     f"({', '.join(keys) or 'none'}) cannot tell apart",
                     hint="match on more keys with --by, or keep one with --filter")
             tables[side][key] = position
-    shown_keys = keys_module.display_order(
-        keys_module.choose(len(both), keys_module.preference(keys, rules), [], values_of))
+    lead = ["exp.model"] if any(v is not None for v in values_of("exp.model")) else []
+    shown_keys = keys_module.display_order(keys_module.choose(
+        len(both), keys_module.preference([k for k in keys if k not in lead], rules), lead,
+        values_of))
     comparison.keys = shown_keys
 
     def shown(position: int) -> tuple[Any, ...]:

@@ -99,7 +99,7 @@ def device_model(record: Record) -> str | None:
 
 def value_of(record: Record, key: str) -> Any:
     """The value of `key` for an attempt: a parameter or result, or `env.*` from its host."""
-    if key.startswith(ENV_PREFIX):
+    if key[:4] == ENV_PREFIX:
         if key == DEVICE_MODEL:
             return device_model(record)
         return record.environment.get(key[len(ENV_PREFIX):])

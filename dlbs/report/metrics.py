@@ -113,7 +113,17 @@ def resolve(names: Sequence[str], records: Sequence[Record], scaling: bool) -> l
 
 
 def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
-    """The cell's value of `metric_` over its attempts (see the module); None if none has it."""
+    """The cell's value of `metric_` over its attempts (see the module); None if none has it.
+
+    Numbers come back as floats; NaN and infinities count as missing.
+    """
+    if len(attempts) == 1:
+        value = value_of(attempts[0], metric_.key)
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
     values = [value_of(record, metric_.key) for record in attempts]
     numbers = [float(v) for v in values if isinstance(v, int | float)
                and not isinstance(v, bool) and math.isfinite(v)]
@@ -123,5 +133,6 @@ def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
         if metric_.combine == MIN:
             return min(numbers)
         return math.fsum(numbers) / len(numbers)
-    present = [v for v in values if v is not None]
+    present = [v for v in values if v is not None and not isinstance(v, int | float)
+               or isinstance(v, bool)]
     return present[-1] if present else None

@@ -1,4 +1,4 @@
-"""Reports as text, markdown, CSV or JSON (HTML: html.py).
+"""Reports as text, markdown, CSV or JSON (the HTML page: html.py).
 
 Text and markdown are for people: identity keys with one value everywhere are listed once
 above the tables, and scaling and pivot reports spread their column axis (GPU counts, the
@@ -20,7 +20,7 @@ from dlbs.report.select import as_text
 from dlbs.report.tables import SCALE, Cell, Report
 from dlbs.results.output import csv_cell, to_json
 
-FORMATS = ("text", "markdown", "csv", "json", "html")
+FORMATS = ("text", "markdown", "csv", "json")
 REPORT_FORMAT = "dlbs-report"
 REPORT_FORMAT_VERSION = 2
 
@@ -32,10 +32,6 @@ TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch
 
 def render(report: Report, fmt: str) -> str:
     """The report in format `fmt` (one of FORMATS), ending with a newline."""
-    if fmt == "html":
-        from dlbs.report.html import render_html
-
-        return render_html(report)
     renderers: dict[str, Callable[[Report], str]] = {
         "text": render_text, "markdown": render_markdown, "csv": render_csv,
         "json": render_json,

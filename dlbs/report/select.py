@@ -78,6 +78,9 @@ def apply_filters(records: Sequence[Record], filters: Sequence[Filter]) -> list[
 
 def without_duplicates(records: Iterable[Record]) -> tuple[list[Record], int]:
     """Each attempt once: the same experiment's same log file read twice counts once."""
+    records = list(records)
+    if len({record.source for record in records}) < 2:
+        return records, 0   # one database (or one file) holds each attempt once
     seen: set[tuple[Any, ...]] = set()
     kept = []
     dropped = 0

@@ -112,6 +112,8 @@ class Report:
     scale_label: str = "GPUs"
     # Experiments whose newest attempt is not ok, with their reasons.
     failures: list[Experiment] = field(default_factory=list)
+    # rows(), computed once for a given number of cells.
+    _rows: tuple[int, list[Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def counted(self) -> int:
@@ -132,13 +134,17 @@ class Report:
 
     def rows(self) -> list[tuple[tuple[Any, ...], dict[Any, Cell]]]:
         """Cells by row (row values as read, in display order), each mapping column -> cell."""
+        if self._rows is not None and self._rows[0] == len(self.cells):
+            return self._rows[1]
         grouped: dict[tuple[Any, ...], dict[Any, Cell]] = {}
         shown: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         for cell in self.cells:
             grouped.setdefault(cell.row, {})[cell.column] = cell
             shown.setdefault(cell.row, cell.shown)
         ordered = sorted(grouped, key=lambda row: tuple(sort_key(v) for v in shown[row]))
-        return [(shown[row], grouped[row]) for row in ordered]
+        rows = [(shown[row], grouped[row]) for row in ordered]
+        self._rows = (len(self.cells), rows)
+        return rows
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per cell (CSV row, JSON object), numbers rounded to 2 decimals."""
@@ -234,17 +240,22 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
     if options.by is not None or kind == "pivot":
         wanted = list((options.rows if kind == "pivot" else options.by) or [])
         row_keys = [resolve_key(key, representatives) for key in wanted]
-        loose = keys_module.undetermined(count, axis + row_keys,
-                                         [k for k in candidates if k not in row_keys], values_of)
-        if loose:
-            flag = "--rows" if kind == "pivot" else "--by"
+        others = [k for k in candidates if k not in row_keys]
+        if keys_module.undetermined(count, axis + row_keys, others, values_of):
+            # Name the fewest keys that tell the experiments apart, not every one that follows.
+            fixed = axis + row_keys
+            loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
+                                       values_of)[len(fixed):]
             described = ", ".join(f"{key} ({len(set(values_of(key)))} values)" for key in loose)
             raise ResultsError(
-                f"rows keyed by {flag} {','.join(wanted)} would combine different experiments: "
-                f"{described} also vary",
-                hint=f"add them to {flag}, or keep one value with --filter KEY=VALUE")
+                f"rows keyed by {', '.join(wanted) or 'nothing'} would combine different "
+                f"experiments: {described} also vary",
+                hint="make them row keys too (--by, --rows, or --series for a chart), or keep "
+                     "one value with --filter KEY=VALUE")
     else:
         lead = [key for key in LEAD_KEYS[kind] if any(v is not None for v in values_of(key))]
+        if kind == "regular" and "exp.num_gpus" in varying:
+            lead.append("exp.num_gpus")   # the GPU count reads better than the batch it makes
         ordered = keys_module.preference(candidates, rules)
         row_keys = keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):]
         row_keys = display_order(row_keys)
@@ -334,23 +345,25 @@ def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record
     needed.pop(EFFICIENCY, None)
     for index, (experiment, attempts) in enumerate(measured):
         latest = attempts[-1]
-        shown = tuple(values[index] if key == EXP_ID else value_of(latest, key)
-                      for key, values in zip(report.row_keys, row_values))
-        cell = Cell(row=tuple(values[index] for values in row_values), shown=shown,
-                    column=None if columns is None else _column_value(report, latest, columns,
-                                                                      index),
-                    experiment=experiment, attempts=attempts)
+        row = tuple(values[index] for values in row_values)
+        shown = row
+        if any(isinstance(value, bytes) for value in row):   # lists and objects, as JSON
+            shown = tuple(value_of(latest, key) if isinstance(value, bytes) else value
+                          for key, value in zip(report.row_keys, row))
+        column = None
+        if columns is not None:
+            column = columns[index]
+            if isinstance(column, bytes):
+                column = as_text(value_of(latest, str(report.column_key)))
+        cell = Cell(row=row, shown=shown, column=column, experiment=experiment,
+                    attempts=attempts)
         cell.values = {key: combine(item, attempts) for key, item in needed.items()}
-        spreads = [_spread(record) for record in attempts]
-        known = [spread for spread in spreads if spread is not None]
-        cell.spread_pct = max(known) if known else None
+        if len(attempts) == 1:
+            cell.spread_pct = _spread(latest)
+        else:
+            known = [spread for record in attempts if (spread := _spread(record)) is not None]
+            cell.spread_pct = max(known) if known else None
         report.cells.append(cell)
-
-
-def _column_value(report: Report, record: Record, columns: list[Any], index: int) -> Any:
-    if report.column_key == SCALE:
-        return columns[index]
-    return value_of(record, str(report.column_key))
 
 
 def _spread(record: Record) -> float | None:

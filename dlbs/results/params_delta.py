@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 # A base is reused while an attempt differs from it in at most this fraction of its keys.
 REUSE_FRACTION = 0.5
 # Bases a writer remembers (a sweep over several frameworks has one base per framework).
@@ -24,10 +26,18 @@ def difference(base: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict
                                                                              list[str]]:
     """What turns `base` into `params`: the keys to set, the keys to remove."""
     changed = {key: value for key, value in params.items()
-               if key not in base or base[key] != value
-               or type(base[key]) is not type(value)}
+               if key not in base or not _same(base[key], value)}
     removed = [key for key in base if key not in params]
     return changed, removed
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 == 1.0 == True in Python, not in JSON; the stored parameters must come back exact.
+    if type(a) is not type(b) or a != b:
+        return False
+    if isinstance(a, list | dict):
+        return orjson.dumps(a, default=str) == orjson.dumps(b, default=str)
+    return True
 
 
 def apply(base: Mapping[str, Any], changed: Mapping[str, Any],

@@ -157,11 +157,11 @@ def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
             for experiment in store.experiments():
                 loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))
             return
-        for attempt, samples in store.summaries(latest_only=not detail.all_attempts,
-                                                with_samples=detail.samples):
-            experiment = attempt.as_experiment(reuse_params=True)
-            loaded.records.append(Record(experiment, path, _attempt_ended(attempt),
-                                         attempt.environment, samples))
+        for stored in store.summaries(latest_only=not detail.all_attempts,
+                                      with_samples=detail.samples):
+            recency = _epoch(stored.ended_at or stored.started_at) or 0.0
+            loaded.records.append(Record(stored.experiment, path, recency,
+                                         stored.environment, stored.samples))
 
 
 def _load_json(path: str, loaded: Loaded, detail: Detail) -> None:
@@ -226,11 +226,6 @@ def latest_per_id(records: Iterable[Record]) -> tuple[list[Record], int]:
                 continue
         kept[key] = record
     return list(kept.values()), dropped
-
-
-def _attempt_ended(attempt: Any) -> float:
-    """When a stored attempt ended (started, if it has not), as epoch seconds."""
-    return _epoch(attempt.ended_at or attempt.started_at) or 0.0
 
 
 def _epoch(text: str | None) -> float | None:

@@ -20,131 +20,44 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
 from dlbs.errors import ResultsError
 from dlbs.results import stats
+from dlbs.results.params_delta import BaseChooser, apply
 from dlbs.results.protocol import STATUSES
-from dlbs.results.summary import summarize
+from dlbs.results.schema import (
+    ADDED_NAMES,
+    APPLICATION_ID,
+    MIGRATIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SUMMARY_NAMES,
+    dumps,
+    param_columns,
+    summary_row,
+)
 from dlbs.util.gc import no_cyclic_gc
 
-SCHEMA_VERSION = 2
-# PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
-APPLICATION_ID = 0x646C6273
 # What `latest_status` says about an attempt that began and never ended.
 STARTED = "started"
 
 _BUSY_TIMEOUT_S = 30.0
 
-# Version 2 of the layout. Changing it means SCHEMA_VERSION + 1 and a MIGRATIONS entry
-# (the status list is spelled out, not taken from STATUSES, for that reason).
-# Columns after ended_at came with version 2: the summary of each ended attempt.
-_SUMMARY_COLUMNS = """
-    summary     TEXT,
-    time_data   BLOB,
-    time_count  INTEGER,
-    time_mean   REAL,
-    time_std    REAL,
-    time_median REAL,
-    time_p90    REAL,
-    time_p95    REAL,
-    time_p99    REAL,
-    time_min    REAL,
-    time_max    REAL,
-    throughput  REAL,
-    stats_warnings TEXT"""
-# Which summary key fills each REAL/INTEGER column (the rest of the summary is its JSON).
-SUMMARY_COLUMN_KEYS = {
-    "time_count": "results.time_count", "time_mean": "results.time",
-    "time_std": "results.time_std", "time_median": "results.time_median",
-    "time_p90": "results.time_p90", "time_p95": "results.time_p95",
-    "time_p99": "results.time_p99", "time_min": "results.time_min",
-    "time_max": "results.time_max", "throughput": "results.throughput",
-}
-_VIEW = """CREATE VIEW experiments AS
-    SELECT a.* FROM attempts AS a
-    WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
-_SCHEMA = f"""
-CREATE TABLE attempts (
-    exp_id      TEXT    NOT NULL,
-    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
-    status      TEXT    CHECK (status IS NULL OR status IN
-                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
-    status_msg  TEXT,
-    params      TEXT    NOT NULL,
-    results     TEXT,
-    log_path    TEXT,
-    environment TEXT,
-    job_id      TEXT,
-    started_at  TEXT    NOT NULL,
-    ended_at    TEXT,{_SUMMARY_COLUMNS},
-    PRIMARY KEY (exp_id, attempt),
-    CHECK ((status IS NULL) = (ended_at IS NULL))
-);
-CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL;
-{_VIEW};
-CREATE TABLE oom_limits (
-    framework     TEXT    NOT NULL,
-    device_type   TEXT    NOT NULL,
-    model         TEXT    NOT NULL,
-    dtype         TEXT    NOT NULL,
-    phase         TEXT    NOT NULL,
-    replica_batch INTEGER NOT NULL,
-    exp_id        TEXT,
-    recorded_at   TEXT    NOT NULL,
-    PRIMARY KEY (framework, device_type, model, dtype, phase)
-);
-"""
-
-
-
-def _summary_row(params: Mapping[str, Any], results: Mapping[str, Any] | None,
-                 started_at: str | None) -> tuple[Any, ...]:
-    """Values of the summary columns (in _SUMMARY_COLUMNS' order) of one attempt's results."""
-    if results is None:
-        return (None,) * 13
-    summary = summarize(params, results, started_at)
-    samples = stats.finite_samples(results.get(stats.SAMPLES_KEY))
-    numbers = tuple(_number(summary.get(key)) for key in SUMMARY_COLUMN_KEYS.values())
-    warnings = summary.get(stats.WARNINGS_KEY)
-    return (_dumps(summary), stats.pack_samples(samples), *numbers,
-            _dumps(warnings) if warnings else None)
-
-
-def _number(value: Any) -> Any:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Version 2 adds the summary columns; every ended attempt's summary is computed now."""
-    for definition in _SUMMARY_COLUMNS.strip().split(",\n"):
-        conn.execute(f"ALTER TABLE attempts ADD COLUMN {definition.strip()}")
-    conn.execute("DROP VIEW experiments")
-    conn.execute(_VIEW)
-    rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
-                        "WHERE results IS NOT NULL").fetchall()
-    for rowid, params, results, started_at in rows:
-        conn.execute(f"UPDATE attempts SET {_SUMMARY_ASSIGNMENTS} WHERE rowid = ?",
-                     (*_summary_row(_loads(params), _loads(results), started_at), rowid))
-
-
-_SUMMARY_NAMES = [line.split()[0] for line in _SUMMARY_COLUMNS.strip().split(",\n")]
-_SUMMARY_ASSIGNMENTS = ", ".join(f"{name} = ?" for name in _SUMMARY_NAMES)
-
-# version N -> function that upgrades a database from N to N + 1 inside a transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
-
 _COLUMNS = (
     "exp_id, attempt, status, status_msg, params, results, log_path, environment, job_id, "
     "started_at, ended_at, summary"
 )
+_INSERT_COLUMNS = ", ".join((*_COLUMNS.split(", ")[:-1], *ADDED_NAMES))
+_INSERT_VALUES = ", ".join("?" * (11 + len(ADDED_NAMES)))
+_SUMMARY_ASSIGNMENTS = ", ".join(f"{name} = ?" for name in SUMMARY_NAMES)
 
 
 def utc_now() -> str:
@@ -164,7 +77,7 @@ def _timestamp(value: datetime | str | None) -> str:
 
 def _dumps(value: Any) -> str:
     # default=str: a parameter of an odd type is kept as its text instead of losing the row.
-    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    return dumps(value)
 
 
 def _loads(text: str | None) -> Any:
@@ -194,32 +107,48 @@ class Attempt:
         """Whether the attempt was completed (with any status)."""
         return self.ended_at is not None
 
-    def as_experiment(self, reuse_params: bool = False) -> dict[str, Any]:
+    def as_experiment(self) -> dict[str, Any]:
         """The attempt as a flat experiment dict, as `dlbs parse` gives one from a log.
 
         The stored status wins over a `results.status` the backend printed (the engine
         may have judged a timeout); an attempt that never ended reads as `started`. The
         summary's statistics win over the backend's values of the same keys.
-        `reuse_params` fills the attempt's own `params` dict instead of a copy (bulk
-        readers that drop the attempt afterwards).
         """
-        experiment = self.params if reuse_params else dict(self.params)
+        experiment = dict(self.params)
         experiment.update(self.results)
-        experiment.update(self.summary)
-        experiment["exp.id"] = self.exp_id
-        experiment["results.status"] = self.status or STARTED
-        if self.status_msg is not None:
-            experiment["results.status_msg"] = self.status_msg
-        else:
-            experiment.pop("results.status_msg", None)
-        experiment["results.attempt"] = self.attempt
-        if self.log_path is not None:
-            experiment["results.log_file"] = self.log_path
-        if self.started_at is not None:
-            experiment.setdefault("results.start_time", self.started_at)
-        if self.ended_at is not None:
-            experiment.setdefault("results.end_time", self.ended_at)
-        return experiment
+        return _flatten(experiment, self.summary, self.exp_id, self.attempt, self.status,
+                        self.status_msg, self.log_path, self.started_at, self.ended_at)
+
+
+def _flatten(experiment: dict[str, Any], summary: Mapping[str, Any], exp_id: str,
+             attempt: int, status: str | None, status_msg: str | None, log_path: str | None,
+             started_at: str | None, ended_at: str | None) -> dict[str, Any]:
+    """`experiment` (parameters and results) completed as `Attempt.as_experiment` says."""
+    experiment.update(summary)
+    experiment["exp.id"] = exp_id
+    experiment["results.status"] = status or STARTED
+    if status_msg is not None:
+        experiment["results.status_msg"] = status_msg
+    else:
+        experiment.pop("results.status_msg", None)
+    experiment["results.attempt"] = attempt
+    if log_path is not None:
+        experiment["results.log_file"] = log_path
+    if started_at is not None:
+        experiment.setdefault("results.start_time", started_at)
+    if ended_at is not None:
+        experiment.setdefault("results.end_time", ended_at)
+    return experiment
+
+
+class StoredSummary(NamedTuple):
+    """One attempt as reports read it (see `ResultsStore.summaries`)."""
+
+    experiment: dict[str, Any]       # as Attempt.as_experiment(), without number series
+    environment: dict[str, Any]
+    samples: np.ndarray | None       # per-batch times, when asked for and present
+    started_at: str
+    ended_at: str | None
 
 
 def _attempt_from_row(row: tuple[Any, ...]) -> Attempt:
@@ -249,6 +178,7 @@ class ResultsStore:
 
     def __init__(self, path: str | os.PathLike[str], create: bool = True) -> None:
         self.path = os.fspath(path)
+        self._bases = BaseChooser()
         if not create and not os.path.isfile(self.path):
             raise ResultsError(f"no results database at {self.path}")
         if create:
@@ -301,7 +231,7 @@ class ResultsStore:
                 self._check_identity(version, APPLICATION_ID)
                 if version == 0:
                     self._check_empty()
-                    for statement in _split_sql(_SCHEMA):
+                    for statement in _split_sql(SCHEMA):
                         self._conn.execute(statement)
                     self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
                     self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -367,6 +297,7 @@ class ResultsStore:
             yield self._conn
         except BaseException:
             self._conn.execute("ROLLBACK")
+            self._bases.forget()  # a parameter base stored in this transaction is gone
             raise
         self._conn.execute("COMMIT")
 
@@ -420,8 +351,13 @@ class ResultsStore:
         status_msg: str | None = None,
         results: Mapping[str, Any] | None = None,
         ended_at: datetime | str | None = None,
+        environment: Mapping[str, Any] | None = None,
     ) -> None:
-        """Complete a started attempt with its status, reason and results."""
+        """Complete a started attempt with its status, reason and results.
+
+        `environment`, when given, replaces the one recorded at the start: a SLURM job
+        learns where it ran only from its nodes.
+        """
         _check_status(status)
         results = dict(results or {})
         with self._write(f"record the end of {exp_id} attempt {attempt}") as conn:
@@ -438,8 +374,11 @@ class ResultsStore:
                 "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ?, "
                 f"{_SUMMARY_ASSIGNMENTS} WHERE exp_id = ? AND attempt = ?",
                 (status, status_msg, _dumps(results), _timestamp(ended_at),
-                 *_summary_row(_loads(row[0]), results, row[1]), exp_id, attempt),
+                 *summary_row(_loads(row[0]), results, row[1]), exp_id, attempt),
             )
+            if environment is not None:
+                conn.execute("UPDATE attempts SET environment = ? WHERE exp_id = ? AND attempt = ?",
+                             (_dumps(dict(environment)), exp_id, attempt))
 
     def record_attempt(
         self,
@@ -486,15 +425,14 @@ class ResultsStore:
         log_path: str | None, environment: Mapping[str, Any] | None, job_id: str | None,
         started_at: str, ended_at: str | None,
     ) -> None:
-        columns = ", ".join((*_COLUMNS.split(", ")[:-1], *_SUMMARY_NAMES))
-        values = ", ".join("?" * (11 + len(_SUMMARY_NAMES)))
         try:
             conn.execute(
-                f"INSERT INTO attempts ({columns}) VALUES ({values})",
+                f"INSERT INTO attempts ({_INSERT_COLUMNS}) VALUES ({_INSERT_VALUES})",
                 (exp_id, attempt, status, status_msg, _dumps(dict(params)),
                  None if results is None else _dumps(dict(results)), log_path,
                  _dumps(dict(environment or {})), job_id, started_at, ended_at,
-                 *_summary_row(params, None if results is None else dict(results), started_at)),
+                 *summary_row(params, None if results is None else dict(results), started_at),
+                 *param_columns(conn, self._bases, params)),
             )
         except sqlite3.IntegrityError as error:
             raise ResultsError(
@@ -560,35 +498,45 @@ class ResultsStore:
             yield attempt.as_experiment()
 
     def summaries(self, latest_only: bool = False, with_samples: bool = False,
-                  ended_only: bool = False) -> list[tuple[Attempt, np.ndarray | None]]:
-        """Attempts with their summaries but without the raw results (fast: for reports).
+                  ended_only: bool = False) -> list[StoredSummary]:
+        """Attempts as flat experiments from their summaries, without the raw results.
 
-        Each attempt's `results` is empty; `summary` holds what reports need. With
+        What reports read, fast: the parameters are rebuilt from their base and
+        differences, the summary gives the results, no number series is parsed. With
         `with_samples`, the per-batch times come along as a float64 array (None when the
-        attempt has none). Oldest first, as `attempts()`.
+        attempt has none). In no particular order: callers order attempts by time.
         """
         table = "experiments" if latest_only else "attempts"
         blob = "time_data" if with_samples else "NULL"
         where = "WHERE ended_at IS NOT NULL " if ended_only else ""
         with self._errors("read attempts"):
+            bases = {base_id: orjson.loads(text) for base_id, text in
+                     self._conn.execute("SELECT id, params FROM param_bases")}
             rows = self._conn.execute(
-                "SELECT exp_id, attempt, status, status_msg, params, log_path, environment, "
-                f"job_id, started_at, ended_at, summary, {blob} FROM {table} {where}"
-                "ORDER BY started_at, exp_id, attempt"
+                "SELECT exp_id, attempt, status, status_msg, param_base, param_delta, "
+                "CASE WHEN param_base IS NULL THEN params END, log_path, environment, "
+                # No ORDER BY: sorting 100,000 wide rows would cost more than reading them.
+                f"started_at, ended_at, summary, {blob} FROM {table} {where}"
             ).fetchall()
         environments: dict[str | None, dict[str, Any]] = {}
         found = []
+        loads = orjson.loads
         with no_cyclic_gc():
-            for row in rows:
-                environment = environments.get(row[6])
+            for (exp_id, attempt, status, status_msg, base_id, delta, whole, log_path,
+                 environment_text, started_at, ended_at, summary, blob) in rows:
+                base = bases.get(base_id)
+                if base is not None:
+                    changed, removed = loads(delta)
+                    params = apply(base, changed, removed)
+                else:
+                    params = loads(whole or "{}")
+                environment = environments.get(environment_text)
                 if environment is None:
-                    environment = environments[row[6]] = _loads(row[6])
-                attempt = Attempt(
-                    exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
-                    params=orjson.loads(row[4]), log_path=row[5], environment=environment,
-                    job_id=row[7], started_at=row[8], ended_at=row[9], summary=_loads(row[10]),
-                )
-                found.append((attempt, stats.unpack_samples(row[11])))
+                    environment = environments[environment_text] = _loads(environment_text)
+                experiment = _flatten(params, _loads(summary), exp_id, attempt, status,
+                                      status_msg, log_path, started_at, ended_at)
+                found.append(StoredSummary(experiment, environment,
+                                           stats.unpack_samples(blob), started_at, ended_at))
         return found
 
     def _select(

@@ -3,8 +3,16 @@
 Order of work: take the run lock of each log folder; finish what an earlier `dlbs run`
 left (re-attach to SLURM jobs still queued or running, mark attempts that were cut off as
 interrupted); decide what to run; check every target before anything starts (pre-flight);
-then run the experiments one by one, recording each attempt's start before it runs and its
-end after, so that a crash of dlbs itself loses nothing and repeats nothing that ended.
+then start experiments in plan order as room allows, recording each attempt's start before
+it runs and its end after, so that a crash of dlbs itself loses nothing and repeats nothing
+that ended:
+- local and Docker experiments run in worker threads (`dlbs.run.pool`), `runtime.max_parallel`
+  at once on disjoint GPUs (one at a time by default);
+- SLURM experiments are submitted `slurm.max_in_flight` at a time (0: all), as job arrays
+  where their requests agree, and followed together (`dlbs.run.flight`).
+This thread alone touches the results stores. Ctrl-C, SIGTERM and SIGHUP all become one stop
+request (`dlbs.run.interrupts`): running processes and containers are stopped, SLURM jobs
+are cancelled or left to re-attach (`slurm.on_interrupt`), and the sweep ends with 130.
 """
 
 from __future__ import annotations
@@ -12,25 +20,42 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from dlbs.errors import ConfigError, LaunchError
+from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
 from dlbs.run import policy
 from dlbs.run.environment import collect_environment
+from dlbs.run.flight import Flight, SlurmFlights
+from dlbs.run.interrupts import StopRequest
+from dlbs.run.job_results import (
+    absorb_node_files,
+    job_environment,
+    job_usage,
+    split_node_values,
+)
 from dlbs.run.judge import Verdict, judge
 from dlbs.run.lock import RunLock
 from dlbs.run.logs import attempt_log_path, write_header
-from dlbs.run.outcome import Outcome
+from dlbs.run.outcome import CANCELLED, Outcome
+from dlbs.run.pool import ProcessPool
 from dlbs.run.targets.base import ProcessTarget, SchedulerTarget, Target, get_target
+from dlbs.run.targets.slurm import MAX_ARRAY, SlurmTarget, SubmitLimit, job_name
 
 Experiment = dict[str, Any]
 FAILED = ("failure", "timeout", "cancelled")
 REQUIRED = ("exp.id", "exp.log_file", "exp.framework")
+#: The job id column holds `pending:<job name>:<array index>` from just before sbatch runs
+#: until its answer is recorded: a loop killed in between finds the job by its name.
+PENDING_PREFIX = "pending:"
 
 
 class Reporter(Protocol):
@@ -48,6 +73,8 @@ class Summary:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[tuple[Experiment, str, str | None, str | None]] = field(default_factory=list)
     interrupted: bool = False
+    #: SLURM jobs left queued or running for a later `dlbs run` (slurm.on_interrupt: keep).
+    kept_jobs: int = 0
 
     def add(self, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -67,6 +94,19 @@ class _Job:
 
 
 @dataclass
+class _Attempt:
+    """One attempt that was started: what the loop needs to finish it."""
+
+    job: _Job
+    store: ResultsStore
+    number: int
+    log_path: str
+    begin: float
+    #: When the attempt started, seconds since the epoch (the monitors' clocks count from it).
+    started_epoch: float = 0.0
+
+
+@dataclass
 class Preview:
     """What `dlbs run` would do with one experiment (`--dry-run`), and the exact request."""
 
@@ -76,6 +116,40 @@ class Preview:
     request: dict[str, Any] | None
 
 
+@dataclass(frozen=True)
+class SweepSettings:
+    """How the whole sweep runs (configs/01-run.yaml); the same in every experiment."""
+
+    max_parallel: int = 1
+    max_in_flight: int = 0
+    on_interrupt: str = "cancel"
+
+    @classmethod
+    def of(cls, experiments: Sequence[Mapping[str, Any]]) -> SweepSettings:
+        """The settings of a plan; ConfigError when they differ between experiments."""
+        problems = run_problems(experiments)  # type: ignore[arg-type]
+        if problems:
+            raise ConfigError(f"the plan cannot run: {problems[0]}",
+                              hint="`dlbs validate` lists every problem")
+        first = experiments[0] if experiments else {}
+        settings = cls(_count(first, "runtime.max_parallel", 1, 1),
+                       _count(first, "slurm.max_in_flight", 0, 0),
+                       str(first.get("slurm.on_interrupt") or "cancel"))
+        if settings.on_interrupt not in ("cancel", "keep"):
+            raise ConfigError(f"slurm.on_interrupt: expected cancel or keep, got "
+                              f"{settings.on_interrupt!r}")
+        return settings
+
+
+def _count(experiment: Mapping[str, Any], name: str, default: int, lowest: int) -> int:
+    value = experiment.get(name, default)
+    if value in (None, ""):
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+        raise ConfigError(f"{name}: expected an integer >= {lowest}, got {value!r}")
+    return value
+
+
 class Sweep:
     """Runs a plan. `run()` returns the summary; LaunchError/ResultsError mean nothing ran."""
 
@@ -83,10 +157,12 @@ class Sweep:
         self.experiments = list(experiments)
         self.reporter = reporter
         self.summary = Summary()
+        self.stop = StopRequest()
         self._stores: dict[str, ResultsStore] = {}
         self._targets: dict[str, Target] = {}
         self._environment: dict[str, Any] | None = None
         self._reattached: set[str] = set()
+        self._flights: SlurmFlights | None = None
         for experiment in self.experiments:
             missing = [k for k in REQUIRED if not experiment.get(k)]
             if missing:
@@ -94,6 +170,7 @@ class Sweep:
                                   f"{', '.join(missing)}: dlbs run needs them",
                                   hint="keep the default configs (no --no-defaults), or "
                                        "define them in the spec")
+        self.settings = SweepSettings.of(self.experiments)
 
     # -- the whole sweep ---------------------------------------------------------------
     def run(self) -> Summary:
@@ -101,20 +178,32 @@ class Sweep:
             for log_dir in sorted({_log_dir(e) for e in self.experiments}):
                 stack.enter_context(RunLock(log_dir))
             stack.callback(self._close)
-            self._resume()
+            stack.enter_context(self.stop.catching())
+            reattached = self._resume()
             # One query per database, not one per experiment: sweeps can be long.
             latest = {path: store.latest_statuses() for path, store in self._all_stores()}
-            decisions = [(e, policy.decide(e, latest[self._store_path(e)].get(e["exp.id"]),
-                                           self._oom_limit(e))) for e in self.experiments]
+            decisions = [(e, self._decide(e, latest)) for e in self.experiments]
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
-            self._preflight([job for job in jobs.values()])
-            self.reporter.planned(len(decisions))
+            self._preflight(list(jobs.values()))
+            planned_ids = {e["exp.id"] for e in self.experiments}
+            self.reporter.planned(len(decisions) + sum(
+                1 for a, _ in reattached if a.job.experiment.get("exp.id") not in planned_ids))
+            # In plan order: what to run, and what to record as skipped when its turn comes.
+            pending: deque[tuple[Experiment, Any]] = deque()
             for experiment, decision in decisions:
-                if self.summary.interrupted:
-                    break
-                self._one(experiment, decision, jobs.get(id(experiment)))
+                if not self._settle_at_once(experiment, decision, jobs.get(id(experiment))):
+                    pending.append((experiment, jobs.get(id(experiment)) or decision))
+            self._drive(pending, reattached)
         return self.summary
+
+    def _decide(self, experiment: Experiment, latest: Mapping[str, Mapping[str, str]]
+                ) -> policy.Decision:
+        if experiment["exp.id"] in self._reattached:
+            return policy.Decision(policy.IGNORE, "its SLURM job was re-attached")
+        return policy.decide(experiment,
+                             latest[self._store_path(experiment)].get(experiment["exp.id"]),
+                             self._oom_limit(experiment))
 
     def preview(self) -> list[Preview]:
         """What would happen to every experiment, and each request (`--dry-run`).
@@ -151,119 +240,390 @@ class Sweep:
             self._close()
         return previews
 
-    # -- one experiment -----------------------------------------------------------------
-    def _one(self, experiment: Experiment, decision: policy.Decision, job: _Job | None) -> None:
+    # -- driving the sweep -----------------------------------------------------------------
+    def _settle_at_once(self, experiment: Experiment, decision: policy.Decision,
+                        job: _Job | None) -> bool:
+        """Handle what needs no run (ignored, simulated); False for what must be started."""
         if decision.action == policy.IGNORE:
-            if experiment.get("exp.id") in self._reattached:
-                return  # counted when its job was re-attached
-            self.summary.add("unchanged")
-            self.reporter.finished(experiment, "unchanged", decision.reason, None, 0.0)
-            return
+            if experiment.get("exp.id") not in self._reattached:
+                self.summary.add("unchanged")
+                self.reporter.finished(experiment, "unchanged", decision.reason, None, 0.0)
+            return True
         if decision.action == policy.SIMULATE:
             assert job is not None
             self.reporter.note(f"simulate {experiment.get('exp.id')}: "
                                f"{job.target.describe(job.invocation)}")
             self.summary.add("simulated")
-            return
-        # A failure earlier in this sweep may have taught a new out-of-memory limit.
-        if decision.action == policy.RUN:
-            decision = policy.decide(experiment, None, self._oom_limit(experiment))
+            return True
+        return False
+
+    def _record_skipped(self, experiment: Experiment, reason: str) -> None:
         store = self._store(experiment)
         exp_id = experiment["exp.id"]
-        if decision.action == policy.SKIP:
-            store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, "skipped",
-                                 status_msg=decision.reason, environment=self._env())
-            self.summary.add("skipped")
-            self.reporter.finished(experiment, "skipped", decision.reason, None, 0.0)
-            return
-        assert job is not None
-        self._attempt(job, store)
+        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, "skipped",
+                             status_msg=reason, environment=self._env())
+        self.summary.add("skipped")
+        self.reporter.finished(experiment, "skipped", reason, None, 0.0)
 
-    def _attempt(self, job: _Job, store: ResultsStore) -> None:
+    def _drive(self, pending: deque[tuple[Experiment, _Job]],
+               reattached: list[tuple[_Attempt, str]]) -> None:
+        """Start experiments as room allows and finish each as it ends, until all are done."""
+        pool = ProcessPool(self.settings.max_parallel)
+        flights = self._flights_for(pending, reattached)
+        for attempt, job_id in reattached:
+            assert flights is not None
+            flights.add(attempt, job_id, _timeout(attempt.job))
+        try:
+            while pending or pool.running or (flights and flights.active):
+                if self.stop.requested:
+                    break
+                self._start_ready(pending, pool, flights)
+                self._collect(pool, flights)
+        finally:
+            if self.stop.requested or pool.running or (flights and flights.active):
+                self._wind_down(pool, flights)
+
+    def _flights_for(self, pending: deque[tuple[Experiment, _Job]],
+                     reattached: list[tuple[_Attempt, str]]) -> SlurmFlights | None:
+        if not reattached and not any(isinstance(getattr(j, "target", None), SchedulerTarget)
+                                      for _, j in pending):
+            return None
+        target = self._target("slurm")
+        assert isinstance(target, SlurmTarget)
+        self._flights = SlurmFlights(target, self.settings.max_in_flight)
+        return self._flights
+
+    def _start_ready(self, pending: deque[tuple[Experiment, _Job]], pool: ProcessPool,
+                     flights: SlurmFlights | None) -> None:
+        """One pass over the plan: start what may start now, in plan order."""
+        pool.new_round()
+        to_submit: list[_Attempt] = []
+        room = flights.room() if flights is not None else 0
+        kept: deque[tuple[Experiment, _Job]] = deque()
+        while pending:
+            experiment, job = pending.popleft()
+            if self.stop.requested:
+                kept.append((experiment, job))
+                continue
+            if isinstance(job, policy.Decision):  # skipped (a smaller batch ran out of memory)
+                self._record_skipped(experiment, job.reason)
+                continue
+            if isinstance(job.target, SchedulerTarget):
+                if len(to_submit) >= room:
+                    kept.append((experiment, job))
+                    continue
+                attempt = self._begin(job)
+                if attempt is not None:
+                    to_submit.append(attempt)
+                continue
+            gpus = job.invocation.gpus
+            if not pool.can_start(gpus):
+                pool.blocked(gpus)
+                kept.append((experiment, job))
+                continue
+            attempt = self._begin(job)
+            if attempt is not None:
+                pool.start(attempt, gpus, self._work(attempt))
+        pending.extend(kept)
+        if to_submit:
+            assert flights is not None
+            refused = self._submit(to_submit, flights)
+            for attempt in reversed(refused):  # back to the front, in plan order
+                pending.appendleft((attempt.job.experiment, _Prepared(attempt)))  # type: ignore
+
+    def _begin(self, job: _Job | _Prepared) -> _Attempt | None:
+        """Open an attempt (log header, store row); None when it is skipped instead."""
+        if isinstance(job, _Prepared):  # refused by sbatch before: the same attempt again
+            return job.attempt
         experiment = job.experiment
+        store = self._store(experiment)
         exp_id = experiment["exp.id"]
-        attempt = store.next_attempt(exp_id)
-        log_path = attempt_log_path(str(experiment["exp.log_file"]), attempt)
+        # A failure earlier in this sweep may have taught a new out-of-memory limit.
+        decision = policy.decide(experiment, None, self._oom_limit(experiment))
+        if decision.action == policy.SKIP:
+            self._record_skipped(experiment, decision.reason)
+            return None
+        number = store.next_attempt(exp_id)
+        log_path = attempt_log_path(str(experiment["exp.log_file"]), number)
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
         with open(log_path, "wb") as log:
-            write_header(log, experiment, attempt)
-        store.record_start(exp_id, attempt, experiment, log_path=log_path,
+            write_header(log, experiment, number)
+        store.record_start(exp_id, number, experiment, log_path=log_path,
                            environment=self._env())
         self.reporter.started(experiment, log_path)
-        begin = time.monotonic()
-        timeout = float(experiment.get("exp.timeout") or 0) or None
-        monitor = _monitor(experiment, job)
-        try:
-            if isinstance(job.target, SchedulerTarget):
-                job_id = job.target.submit(job.invocation, log_path)
-                store.set_job_id(exp_id, attempt, job_id)
-                outcome = job.target.wait(job_id, timeout)
+        return _Attempt(job, store, number, log_path, time.monotonic(), time.time())
+
+    def _work(self, attempt: _Attempt) -> Any:
+        """The worker's part of a local or Docker attempt: run it, with the monitor."""
+        job = attempt.job
+        stop = self.stop.event
+
+        def work() -> tuple[Outcome, dict[str, Any], list[str]]:
+            monitor = _monitor(job)
+            target = job.target
+            assert isinstance(target, ProcessTarget)
+            try:
+                with open(attempt.log_path, "ab") as log:
+                    outcome = target.run(job.invocation, log, _timeout(job),
+                                         on_start=monitor.start if monitor else None, stop=stop)
+            except LaunchError as error:
+                outcome = Outcome("failure", f"could not start: {error.message}")
+            finally:
+                usage = monitor.stop() if monitor else {}
+            return outcome, usage, list(monitor.warnings) if monitor else []
+
+        return work
+
+    def _submit(self, attempts: list[_Attempt], flights: SlurmFlights) -> list[_Attempt]:
+        """Submit opened attempts, arrays where requests agree; those sbatch refused for a limit."""
+        groups: dict[tuple[Any, ...], list[_Attempt]] = {}
+        for attempt in attempts:
+            batch = attempt.job.invocation.batch
+            shape = batch.shape() if batch is not None else ()
+            groups.setdefault(shape, []).append(attempt)
+        refused: list[_Attempt] = []
+        queue = [group[i:i + MAX_ARRAY] for group in groups.values()
+                 for i in range(0, len(group), MAX_ARRAY)]
+        while queue:
+            group = queue.pop(0)
+            if refused:  # a limit was hit: what follows waits too
+                refused += group
+                continue
+            try:
+                job_ids = self._sbatch(group, flights.target)
+            except SubmitLimit as error:
+                if len(group) > 1:  # perhaps the limit takes part of it: halves, at once
+                    half = len(group) // 2
+                    queue[:0] = [group[:half], group[half:]]
+                    continue
+                delay = flights.refused()
+                refused += group
+                waiting = len(refused) + sum(len(g) for g in queue)
+                self.reporter.note(f"{error.message}; {waiting} experiment(s) wait for room "
+                                   f"({flights.active} job(s) in flight; next try when one "
+                                   f"ends, or in {delay:g} s)")
+                continue
+            except LaunchError as error:
+                for attempt in group:
+                    self._finish(attempt, Outcome("failure", f"could not start: "
+                                                             f"{error.message}"))
+                continue
+            flights.accepted()
+            for attempt, job_id in zip(group, job_ids):
+                attempt.store.set_job_id(attempt.job.experiment["exp.id"], attempt.number,
+                                         job_id)
+                flights.add(attempt, job_id, _timeout(attempt.job))
+        return refused
+
+    def _sbatch(self, group: list[_Attempt], target: SlurmTarget) -> list[str]:
+        """Submit one group (a job, or an array); its pending names are recorded first."""
+        label = group[0].job.invocation.label if len(group) == 1 else "array"
+        name = job_name(f"{_name_part(label)}-{uuid.uuid4().hex[:8]}")
+        for index, attempt in enumerate(group):
+            attempt.store.set_job_id(attempt.job.experiment["exp.id"], attempt.number,
+                                     f"{PENDING_PREFIX}{name}:{index if len(group) > 1 else ''}")
+        if len(group) == 1:
+            attempt = group[0]
+            return [target.submit(attempt.job.invocation, attempt.log_path, name)]
+        script = os.path.join(os.path.dirname(group[0].log_path), f"{name}.sbatch")
+        return target.submit_array([(a.job.invocation, a.log_path) for a in group], script, name)
+
+    def _collect(self, pool: ProcessPool, flights: SlurmFlights | None) -> None:
+        """Finish what ended; wait a little (a poll interval) when nothing did."""
+        wait = flights.interval if flights is not None and flights.active else 0.5
+        if flights is not None and flights.active == 0 and flights.retry_in() > 0 \
+                and not pool.running:
+            wait = min(wait, flights.retry_in())
+        finished = pool.finished(timeout=wait if pool.running else 0)
+        for attempt, (outcome, usage, warnings) in finished:
+            self._finish(attempt, outcome, usage, warnings)
+        if flights is not None and flights.active:
+            for flight, outcome in flights.poll():
+                self._finish_flight(flight, outcome, flights)
+        if not finished and not pool.running:
+            self.stop.wait(wait)
+
+    def _finish_flight(self, flight: Flight, outcome: Outcome, flights: SlurmFlights) -> None:
+        attempt: _Attempt = flight.key
+        if flight.cancelled_for == "skip" and outcome.status == CANCELLED:
+            experiment = attempt.job.experiment
+            attempt.store.record_end(experiment["exp.id"], attempt.number, "skipped",
+                                     status_msg=flight.cancel_message)
+            self.summary.add("skipped")
+            self.reporter.finished(experiment, "skipped", flight.cancel_message,
+                                   attempt.log_path, time.monotonic() - attempt.begin)
+            return
+        verdict = self._finish(attempt, outcome)
+        if verdict.out_of_memory:
+            self._cancel_larger_batches(attempt.job.experiment, flights)
+
+    def _cancel_larger_batches(self, experiment: Experiment, flights: SlurmFlights) -> None:
+        """An out-of-memory failure: cancel queued jobs of the same kind and a batch as large."""
+        key = policy.oom_key(experiment)
+        limit = experiment.get("exp.replica_batch")
+        if not isinstance(limit, int) or experiment.get("exp.ignore_past_errors"):
+            return
+
+        def larger(flight: Flight) -> bool:
+            other = flight.key.job.experiment
+            batch = other.get("exp.replica_batch")
+            return (policy.oom_key(other) == key and isinstance(batch, int) and batch >= limit
+                    and not other.get("exp.ignore_past_errors"))
+
+        cancelled = flights.cancel_queued(larger, lambda flight: (
+            f"replica batch {flight.key.job.experiment.get('exp.replica_batch')} >= {limit}, "
+            f"which ran out of memory (experiment {experiment['exp.id']}): its queued job "
+            f"{flight.job_id} was cancelled (set exp.ignore_past_errors to try)"))
+        if cancelled:
+            self.reporter.note(f"cancelled {len(cancelled)} queued job(s) of larger batches "
+                               f"after an out-of-memory failure of {experiment['exp.id']}")
+
+    def _wind_down(self, pool: ProcessPool, flights: SlurmFlights | None) -> None:
+        """A stop was requested (or the loop failed): stop what runs, settle every attempt.
+
+        Local processes and containers are always stopped (they are dlbs's children). SLURM
+        jobs are cancelled on a stop request with slurm.on_interrupt: cancel; after an error
+        of dlbs itself they are kept, open with their job ids, for the next run to re-attach.
+        """
+        requested = self.stop.requested
+        self.stop.event.set()  # the workers stop their processes and containers
+        reason = self.stop.reason or "an error of dlbs"
+        while pool.running:
+            for attempt, (outcome, usage, warnings) in pool.finished(timeout=1.0):
+                self._finish(attempt, outcome, usage, warnings)
+        if flights is not None and flights.active:
+            if self.settings.on_interrupt == "keep" or not requested:
+                self.summary.kept_jobs = flights.active
+                self.reporter.note(f"{flights.active} SLURM job(s) left queued or running "
+                                   "(slurm.on_interrupt: keep): the next dlbs run re-attaches "
+                                   "to them")
             else:
-                assert isinstance(job.target, ProcessTarget)
-                with open(log_path, "ab") as log:
-                    outcome = job.target.run(job.invocation, log, timeout,
-                                             on_start=monitor.start if monitor else None)
-        except LaunchError as error:
-            outcome = Outcome("failure", f"could not start: {error.message}")
-        except KeyboardInterrupt:
-            outcome = Outcome("interrupted", "interrupted by the user")
-        finally:
-            usage = monitor.stop() if monitor else {}
-        verdict = self._verdict(outcome, log_path, experiment)
-        verdict.results.update({f"results.use.{name}": values
-                                for name, values in usage.items() if values})
-        if monitor is not None and monitor.warnings:
-            verdict.results["results.use.warnings"] = list(monitor.warnings)
-        self._finish(store, experiment, attempt, verdict, log_path, time.monotonic() - begin)
-        if verdict.status == "interrupted":
+                flights.cancel_all(f"interrupted ({reason}); SLURM job {{job_id}} cancelled")
+                for flight, outcome in flights.drain():
+                    self._finish_flight(flight, outcome, flights)
+                if flights.active:
+                    self.reporter.note(f"{flights.active} cancelled SLURM job(s) did not end "
+                                       "in time; the next dlbs run re-attaches to them")
+        if requested:
             self.summary.interrupted = True
 
-    def _verdict(self, outcome: Outcome, log_path: str, experiment: Experiment) -> Verdict:
-        try:
-            printed = parse_log(log_path).values
-        except Exception as error:  # noqa: BLE001 - a log we cannot read is the attempt's
-            printed = {}
-            outcome = Outcome("failure", f"cannot read the log: {error}")
-        verdict = judge(outcome, printed, experiment)
-        if verdict.status == "failure" and "results.status_msg" not in printed:
-            last = _last_output_line(log_path)
-            if last:
-                verdict.message = f"{verdict.message}; last output: {last}"
-        return verdict
-
-    def _finish(self, store: ResultsStore, experiment: Experiment, attempt: int,
-                verdict: Verdict, log_path: str, seconds: float) -> None:
-        store.record_end(experiment["exp.id"], attempt, verdict.status,
-                         status_msg=verdict.message, results=verdict.results)
+    # -- ending an attempt -------------------------------------------------------------------
+    def _finish(self, attempt: _Attempt, outcome: Outcome, usage: Mapping[str, Any] | None = None,
+                warnings: Sequence[str] = ()) -> Verdict:
+        experiment = attempt.job.experiment
+        environment = None
+        if isinstance(attempt.job.target, SchedulerTarget):
+            absorb_node_files(attempt.log_path)
+        verdict, nodes_environment, nodes_usage = self._verdict(outcome, attempt)
+        verdict.results.update({f"results.use.{name}": values
+                                for name, values in (usage or {}).items() if values})
+        if warnings:
+            verdict.results["results.use.warnings"] = list(warnings)
+        verdict.results.update(nodes_usage)
+        if nodes_environment is not None:
+            environment = nodes_environment
+        attempt.store.record_end(experiment["exp.id"], attempt.number, verdict.status,
+                                 status_msg=verdict.message, results=verdict.results,
+                                 environment=environment)
         if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
-            store.record_oom(*policy.oom_key(experiment), experiment["exp.replica_batch"],
-                             exp_id=experiment["exp.id"])
+            attempt.store.record_oom(*policy.oom_key(experiment),
+                                     experiment["exp.replica_batch"], exp_id=experiment["exp.id"])
         self.summary.add(verdict.status)
         if verdict.status != "ok":
             self.summary.failures.append((experiment, verdict.status, verdict.message,
-                                          log_path))
-        self.reporter.finished(experiment, verdict.status, verdict.message, log_path, seconds)
+                                          attempt.log_path))
+        self.reporter.finished(experiment, verdict.status, verdict.message, attempt.log_path,
+                               time.monotonic() - attempt.begin)
+        if verdict.status == "interrupted":
+            self.summary.interrupted = True
+        return verdict
+
+    def _verdict(self, outcome: Outcome, attempt: _Attempt
+                 ) -> tuple[Verdict, dict[str, Any] | None, dict[str, Any]]:
+        """The verdict, and what the nodes of a SLURM job said (environment, usage)."""
+        experiment = attempt.job.experiment
+        try:
+            printed = parse_log(attempt.log_path).values
+        except Exception as error:  # noqa: BLE001 - a log we cannot read is the attempt's
+            printed = {}
+            outcome = Outcome("failure", f"cannot read the log: {error}")
+        printed, environments, monitors = split_node_values(printed)
+        verdict = judge(outcome, printed, experiment)
+        if verdict.status == "failure" and "results.status_msg" not in printed:
+            last = _last_output_line(attempt.log_path)
+            if last:
+                verdict.message = f"{verdict.message}; last output: {last}"
+        return (verdict, job_environment(environments, self._env()),
+                job_usage(monitors, attempt.started_epoch))
 
     # -- before the sweep ------------------------------------------------------------------
-    def _resume(self) -> None:
-        """Settle what an earlier run left open: re-attach jobs, close cut-off attempts."""
+    def _resume(self) -> list[tuple[_Attempt, str]]:
+        """Settle what an earlier run left open: jobs to re-attach, cut-off attempts.
+
+        Returns the SLURM jobs to follow (attempt, job id); nothing here waits for a job.
+        """
         by_id = {e["exp.id"]: e for e in self.experiments}
+        reattached: list[tuple[_Attempt, str]] = []
         for _, store in self._all_stores():
-            for attempt in store.pending_jobs():
-                experiment = by_id.get(attempt.exp_id, attempt.params)
+            for stored in store.pending_jobs():
+                experiment = by_id.get(stored.exp_id, stored.params)
+                job_id = str(stored.job_id)
+                if job_id.startswith(PENDING_PREFIX):
+                    job_id = self._find_lost_submission(stored, experiment, store)
+                    if not job_id:
+                        continue
                 target = self._target("slurm")
                 assert isinstance(target, SchedulerTarget)
-                self.reporter.note(f"re-attaching to SLURM job {attempt.job_id} of "
-                                   f"experiment {attempt.exp_id}")
-                outcome = target.wait(str(attempt.job_id),
-                                      float(experiment.get("exp.timeout") or 0) or None)
-                verdict = self._verdict(outcome, str(attempt.log_path), experiment)
-                self._finish(store, experiment, attempt.attempt, verdict,
-                             str(attempt.log_path), 0.0)
-                self._reattached.add(attempt.exp_id)
-            for attempt in store.unfinished():
-                store.record_end(attempt.exp_id, attempt.attempt, "interrupted",
+                self.reporter.note(f"re-attaching to SLURM job {job_id} of "
+                                   f"experiment {stored.exp_id}")
+                started = _epoch(stored.started_at)
+                job = _Job(experiment, target, _reattach_invocation(experiment))
+                reattached.append((_Attempt(job, store, stored.attempt, str(stored.log_path),
+                                            time.monotonic(), started), job_id))
+                self._reattached.add(stored.exp_id)
+            for stored in store.unfinished():
+                store.record_end(stored.exp_id, stored.attempt, "interrupted",
                                  status_msg="dlbs stopped before this attempt ended")
+        return reattached
+
+    def _find_lost_submission(self, stored: Any, experiment: Experiment,
+                              store: ResultsStore) -> str:
+        """The job id of a submission whose answer was never recorded; "" if none was made.
+
+        The attempt's job name is in its pending mark; SLURM (or its accounting) knows the
+        job by that name when sbatch took it. When it did not, the attempt is closed as
+        interrupted and runs again; when it did but the job is long forgotten, the log
+        (which the job appends to) tells whether it ran.
+        """
+        _, name, index = str(stored.job_id).split(":", 2)
+        target = self._target("slurm")
+        assert isinstance(target, SlurmTarget)
+        found = target.find_by_name(name)
+        if index:
+            found = [j for j in found if j.endswith(f"_{index}")] or \
+                [f"{j}_{index}" for j in found if "_" not in j]
+        if found:
+            store.set_job_id(stored.exp_id, stored.attempt, found[0])
+            return found[0]
+        log_path = str(stored.log_path)
+        absorb_node_files(log_path)
+        try:
+            printed = parse_log(log_path).values
+        except Exception:  # noqa: BLE001 - no log: nothing ran
+            printed = {}
+        if "results.status" in printed or "results.time" in printed:
+            # SLURM forgot the job, but it ran: its log holds what the backend printed.
+            printed, _, _ = split_node_values(printed)
+            verdict = judge(Outcome("ok", "SLURM no longer knows the job; judged by its log"),
+                            printed, experiment)
+            store.record_end(stored.exp_id, stored.attempt, verdict.status,
+                             status_msg=verdict.message, results=verdict.results)
+            self.summary.add(verdict.status)
+            return ""
+        store.record_end(stored.exp_id, stored.attempt, "interrupted",
+                         status_msg="dlbs stopped while submitting this attempt's job; "
+                                    "SLURM does not know it")
+        return ""
 
     def _job(self, experiment: Experiment) -> _Job:
         invocation = invocation_for(experiment)
@@ -315,9 +675,50 @@ class Sweep:
             target.close()
 
 
-def _monitor(experiment: Mapping[str, Any], job: _Job) -> Any:
+@dataclass
+class _Prepared:
+    """A SLURM attempt opened before, whose submission sbatch refused for a limit."""
+
+    attempt: _Attempt
+
+    @property
+    def target(self) -> Target:
+        return self.attempt.job.target
+
+    @property
+    def invocation(self) -> Invocation:
+        return self.attempt.job.invocation
+
+
+def _reattach_invocation(experiment: Experiment) -> Invocation:
+    """The invocation of a re-attached experiment (for its label); a bare one if it fails."""
+    try:
+        return invocation_for(experiment)
+    except Exception:  # noqa: BLE001 - an old plan's experiment may no longer build
+        return Invocation(argv=[], label=str(experiment.get("exp.id")))
+
+
+def _timeout(job: _Job) -> float | None:
+    try:
+        return float(job.experiment.get("exp.timeout") or 0) or None
+    except (TypeError, ValueError):
+        return None
+
+
+def _epoch(text: str | None) -> float:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return time.time()
+
+
+def _name_part(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in label)[:40]
+
+
+def _monitor(job: _Job) -> Any:
     """A resource monitor when `monitor.frequency` > 0 and the target runs here."""
-    frequency = float(experiment.get("monitor.frequency") or 0)
+    frequency = job.invocation.monitor_frequency
     if frequency <= 0 or not isinstance(job.target, ProcessTarget):
         return None
     from dlbs.monitor import ResourceMonitor

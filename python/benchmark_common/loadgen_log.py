@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 SUMMARY_LOG = "mlperf_log_summary.txt"
@@ -25,9 +25,9 @@ class LoadGenLog:
 
     def __init__(self, folder: str) -> None:
         self.path = os.path.join(folder, DETAIL_LOG)
-        self.values: Dict[str, Any] = {}
-        self.messages: List[str] = []
-        self.errors: List[str] = []
+        self.values: dict[str, Any] = {}
+        self.messages: list[str] = []
+        self.errors: list[str] = []
         with open(self.path, encoding="utf-8", errors="replace") as log:
             for line in log:
                 if not line.startswith(":::MLLOG "):
@@ -50,13 +50,13 @@ class LoadGenLog:
                 return float(message[len(PEAK_MESSAGE):])
         return None
 
-    def results(self) -> Dict[str, Any]:
+    def results(self) -> dict[str, Any]:
         """The protocol's `results.*` keys of the reported run (see the module doc)."""
         values = self.values
         samples_per_query = values.get("generated_samples_per_query")
         if not isinstance(samples_per_query, int) or samples_per_query < 1:
             samples_per_query = 1
-        found: Dict[str, Any] = {}
+        found: dict[str, Any] = {}
         mean = values.get("result_mean_latency_ns")
         if isinstance(mean, (int, float)):
             found["results.latency_mean"] = mean / 1e6
@@ -68,6 +68,9 @@ class LoadGenLog:
                             "result_completed_samples_per_sec")
         if qps is None:
             per_query = _first_number(values, "result_qps_with_loadgen_overhead")
+            if per_query is None and isinstance(mean, (int, float)) and mean > 0:
+                # MultiStream reports no rate: its queries run back to back.
+                per_query = 1e9 / mean
             qps = per_query * samples_per_query if per_query is not None else None
         if qps is not None:
             found["results.qps"] = qps
@@ -79,7 +82,7 @@ class LoadGenLog:
         return found
 
 
-def _first_number(values: Dict[str, Any], *keys: str) -> float | None:
+def _first_number(values: dict[str, Any], *keys: str) -> float | None:
     for key in keys:
         value = values.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):

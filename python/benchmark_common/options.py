@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
-from typing import List
 
 #: `benchmark` is the backend's own timed loop; the others run through LoadGen.
 SCENARIOS = ("benchmark", "single_stream", "multi_stream", "server", "offline", "max_qps",
@@ -43,7 +42,7 @@ class EvaluationOptions:
     labels: str = ""
     predictions_file: str = ""
     loadgen_dir: str = "loadgen_logs"
-    predict: List[str] = field(default_factory=list)
+    predict: list[str] = field(default_factory=list)
     top: int = 5
 
     @property

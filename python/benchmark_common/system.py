@@ -7,11 +7,11 @@ dataset's first `total_samples` samples in its order, or distinct synthetic samp
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple  # noqa: UP035 - runs on the Python 3.8 of older images
 
 #: `infer(..., top=k)`'s answer: per sample, the k best classes (best first) and their
 #: probabilities (softmax of the model's output), each a sequence of k numbers.
-TopK = Tuple[Sequence[Sequence[int]], Sequence[Sequence[float]]]
+TopK = Tuple[Sequence[Sequence[int]], Sequence[Sequence[float]]]  # noqa: UP006
 
 
 class InferenceSystem:
@@ -33,7 +33,7 @@ class InferenceSystem:
     def unload(self, indices: Sequence[int]) -> None:
         """Release these samples."""
 
-    def infer(self, indices: Sequence[int], top: int = 0) -> Optional[TopK]:
+    def infer(self, indices: Sequence[int], top: int = 0) -> TopK | None:
         """Run the model on one batch of resident samples and wait until it has finished.
 
         With `top` > 0, return the `top` best classes and their probabilities per sample

@@ -10,8 +10,11 @@ times it reports are measured, not made up. `--fail MODE` makes it fail the ways
 backends fail, so that the engine's handling of each can be tested; see `FAIL_MODES`.
 
 Standard library only, one file: it runs under a bare `python3` (3.8 or newer) in any
-container. Exit status: 0 ok, 1 a failure (or the Python default for an uncaught exception),
-2 a bad command line or environment; killed by a signal, it dies by that signal.
+container. The evaluation scenarios (`--scenario`, docs/evaluation.md) also need
+`benchmark_common` beside this folder and MLCommons LoadGen: one "batch" of a scenario is the
+same `--sleep`, a service time the tests check LoadGen's numbers against. Exit status: 0 ok,
+1 a failure (or the Python default for an uncaught exception), 2 a bad command line or
+environment; killed by a signal, it dies by that signal.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ import resource
 import signal
 import sys
 import time
+
+if __package__ in (None, ""):
+    # benchmark_common (the evaluation flags, the LoadGen harness) sits beside this folder.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmark_common.options import (  # noqa: E402 - standard library only
+    EvaluationFlagError,
+    add_evaluation_flags,
+    evaluation_options,
+)
 
 __version__ = "1.0.0"
 
@@ -157,18 +170,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail", type=_choice(tuple(FAIL_MODES)), default="none",
                    help="; ".join(f"{k}: {v}" for k, v in FAIL_MODES.items()))
     p.add_argument("--seed", type=int, default=None, help="seed of --fail garbage's junk")
+    add_trace_flags(p)
+    add_evaluation_flags(p)
     return p
 
 
 def parse_options(argv=None) -> argparse.Namespace:
     """Parse and check the command line; raises FlagError."""
     opts = build_parser().parse_args(argv)
+    try:
+        opts.evaluation = evaluation_options(opts)
+    except EvaluationFlagError as error:
+        raise FlagError(str(error)) from None
     if not opts.model.strip():
         raise FlagError("--model must not be empty")
     for name, least in (("batch_size", 1), ("num_batches", 1), ("num_warmup_batches", 0),
                         ("num_gpus", 0), ("num_threads", 0), ("memory_mib", 0)):
         if getattr(opts, name) < least:
             raise FlagError(f"--{name} must be >= {least}, got {getattr(opts, name)}")
+    check_trace_flags(opts)
     return opts
 
 
@@ -404,6 +424,8 @@ def run(opts, world_size: int, rank: int) -> int:
     if stats["results.time"] <= 0:
         emit_failure("the batch time was too short to measure (--sleep 0 on a coarse clock)")
         return 1
+    memory = peak_rss_mib()  # before the traced pass, which never counts
+    trace = trace_pass(opts) if is_main and opts.trace_level != "none" else {}
     if is_main:
         for key, value in stats.items():
             emit(key, value)
@@ -411,10 +433,270 @@ def run(opts, world_size: int, rank: int) -> int:
         emit("results.warmup_time_data", warmup_ms)
         emit("results.throughput",
              opts.batch_size * world_size * 1000.0 / stats["results.time"])
-        emit("results.mem_peak", peak_rss_mib())
+        emit("results.mem_peak", memory)
+        for key, value in trace.items():
+            emit(key, value)
         emit("results.status", "ok")
         emit("results.end_time", now_iso())
     say(f"done: {opts.num_batches} batches, {stats['results.time']:.3f} ms per batch")
+    return 0
+
+
+# -- a synthetic trace (docs/tracing.md), so the engine's side is tested without a framework --
+TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
+#: The made-up network of the synthetic trace: (name, type, share of its parent, children).
+SYNTHETIC_LAYERS = (
+    ("conv1", "Conv2d", 0.06, ()),
+    *((f"layer{stage}", "Sequential", 0.2, (
+        (f"layer{stage}.0", "Bottleneck", 0.45, ()), (f"layer{stage}.1", "Bottleneck", 0.45, ()),
+    )) for stage in (1, 2, 3, 4)),
+    ("fc", "Linear", 0.04, ()),
+)
+#: (phase, share of a training step); inference is data_wait and forward.
+TRAINING_PHASES = (("data_wait", 0.05), ("forward", 0.3), ("backward", 0.45),
+                   ("optimizer", 0.1))
+INFERENCE_PHASES = (("data_wait", 0.05), ("forward", 0.85))
+
+
+def add_trace_flags(parser: argparse.ArgumentParser) -> None:
+    """--trace_level, --trace_batches, --trace_file (docs/backends/protocol.md section 1)."""
+    parser.add_argument("--trace_level", type=_choice(TRACE_LEVELS), default="none",
+                        help="none, or write a synthetic Chrome trace of this level "
+                             "after the timed batches")
+    parser.add_argument("--trace_batches", type=int, default=5, help="batches to trace")
+    parser.add_argument("--trace_file", default="",
+                        help="where the trace goes (.json.gz); needed with --trace_level")
+
+
+def check_trace_flags(opts) -> None:
+    """The combinations of the trace flags that cannot be traced."""
+    if opts.trace_level == "none":
+        return
+    if opts.trace_batches < 1:
+        raise FlagError(f"--trace_batches must be >= 1, got {opts.trace_batches}")
+    if not opts.trace_file:
+        raise FlagError(f"--trace_level {opts.trace_level} needs --trace_file")
+    if opts.trace_level == "kernel" and opts.device != "gpu":
+        raise FlagError("--trace_level kernel traces GPU kernels: it needs --device gpu")
+
+
+def trace_pass(opts) -> dict:
+    """Run --trace_batches more batches and write their synthetic trace; its protocol keys."""
+    events = []
+    for batch in range(opts.trace_batches):
+        start = time.perf_counter_ns()
+        one_batch(opts.sleep, opts.busy)
+        end = time.perf_counter_ns()
+        events.extend(synthetic_step(opts, batch, start / 1000.0, (end - start) / 1000.0))
+    meta = {"format": 1, "framework": "dummy", "framework_ver": f"dummy {__version__}",
+            "model": opts.model, "model_title": MODEL_TITLES.get(opts.model, opts.model),
+            "phase": "inference" if opts.forward_only else "training", "device": opts.device,
+            "dtype": opts.dtype, "batch_size": opts.batch_size,
+            "trace_level": opts.trace_level, "trace_batches": opts.trace_batches,
+            "layer_spans": opts.trace_level != "step", "synthetic": True}
+    path = os.path.abspath(opts.trace_file)
+    try:
+        write_trace(path, meta, events)
+    except OSError as error:
+        return {"results.trace_error": f"cannot write the trace {path}: {error.strerror}"}
+    return {"results.trace_file": path}
+
+
+def synthetic_step(opts, batch: int, start: float, length: float) -> list:
+    """One traced batch: the step, its phases and, by level, layers, operators, kernels."""
+    pid = tid = os.getpid()
+    level = TRACE_LEVELS.index(opts.trace_level)
+
+    def span(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": round(ts, 3),
+                "dur": round(dur, 3), "pid": pid, "tid": tid, "args": {"batch": batch, **args}}
+
+    events = [span("dlbs.step", "step", start, length)]
+    at = start
+    for name, share in INFERENCE_PHASES if opts.forward_only else TRAINING_PHASES:
+        events.append(span("dlbs.phase", name, at, share * length))
+        if name in ("forward", "backward") and level >= 2:
+            events.extend(synthetic_layers(opts, span, name, at, share * length, level))
+        at += share * length
+    return events
+
+
+def synthetic_layers(opts, span, phase: str, start: float, length: float, level: int) -> list:
+    """Layer spans nested as SYNTHETIC_LAYERS (forward), operators and kernels by level."""
+    events = []
+    model = opts.model
+
+    def leaf_work(name, kind, at, dur):
+        if level < 3:
+            return
+        operator = ("aten::linear" if kind == "Linear" else "aten::conv2d") if \
+            phase == "forward" else "autograd::engine::evaluate_function: ConvolutionBackward0"
+        events.append(span("cpu_op", operator, at, 0.8 * dur))
+        if level >= 4 and opts.device == "gpu":
+            kernel = "sm90_xmma_gemm_f32f32_tf32f32" if kind == "Linear" else \
+                "cudnn::implicit_convolve_sgemm"
+            events.append({"ph": "X", "cat": "kernel", "name": kernel, "ts": round(at + 1, 3),
+                           "dur": round(0.7 * dur, 3), "pid": 0, "tid": 7,
+                           "args": {"dlbs.layer": name, "dlbs.operator": operator,
+                                    "dlbs.phase": phase}})
+
+    if phase == "backward":  # backward has no layer spans; its work is the leaves' gradients
+        at = start
+        for name, kind, share, children in SYNTHETIC_LAYERS:
+            for leaf, leaf_kind, leaf_share, _ in children or ((name, kind, 1.0, ()),):
+                dur = share * leaf_share * 0.9 * length
+                leaf_work(leaf, leaf_kind, at, dur)
+                at += dur
+        return events
+    root = 0.98 * length
+    events.append(span("dlbs.layer", model, start, root, parent="", depth=0, type="Model"))
+    at = start
+    for name, kind, share, children in SYNTHETIC_LAYERS:
+        dur = share * root
+        events.append(span("dlbs.layer", name, at, dur, parent=model, depth=1, type=kind))
+        child_at = at
+        for child, child_kind, child_share, _ in children:
+            events.append(span("dlbs.layer", child, child_at, child_share * dur,
+                               parent=name, depth=2, type=child_kind))
+            leaf_work(child, child_kind, child_at, child_share * dur)
+            child_at += child_share * dur
+        if not children:
+            leaf_work(name, kind, at, dur)
+        at += dur
+    return events
+
+
+def write_trace(path: str, meta: dict, events: list) -> None:
+    """The gzip-compressed Chrome trace, written to a temporary file and renamed over `path`."""
+    import gzip
+    import tempfile
+
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                         dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
+                packed.write(b'{"dlbs": ' + json.dumps(meta).encode() +
+                             b', "displayTimeUnit": "ms", "traceEvents": [\n')
+                packed.write(",\n".join(json.dumps(event) for event in events).encode())
+                packed.write(b"\n]}\n")
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+#: Classes of the dummy "model" in the scenarios; a sample's class is its index modulo this.
+DUMMY_CLASSES = 1000
+#: Samples of the dummy's query sample library when --num_samples is -1.
+DUMMY_SAMPLES = 1024
+
+
+def dummy_system(opts):
+    """The dummy as LoadGen's system under test: each batch takes --sleep seconds.
+
+    Sample i's class is i % DUMMY_CLASSES; the dummy answers it first, except for every fourth
+    sample (i % 4 == 3), where it ranks it second: top-1 is 0.75 and top-5 1.0 over a
+    multiple of four samples.
+    """
+    from benchmark_common.system import InferenceSystem
+
+    class DummySystem(InferenceSystem):
+        title = MODEL_TITLES.get(opts.model, opts.model)
+        total_samples = opts.evaluation.num_samples if opts.evaluation.num_samples > 0 \
+            else DUMMY_SAMPLES
+        performance_samples = min(total_samples, DUMMY_SAMPLES)
+        num_classes = DUMMY_CLASSES
+
+        def load(self, indices):
+            pass
+
+        def infer(self, indices, top=0):
+            one_batch(opts.sleep, opts.busy)
+            if not top:
+                return None
+            classes, chances = [], []
+            for index in indices:
+                label = self.label(index)
+                best = [(label + k) % DUMMY_CLASSES for k in range(top)]
+                if index % 4 == 3:
+                    best[0], best[1] = best[1], best[0]
+                classes.append(best)
+                chances.append([0.5 / (k + 1) for k in range(top)])
+            return classes, chances
+
+        def label(self, index):
+            return index % DUMMY_CLASSES
+
+        def sample_name(self, index):
+            return f"sample_{index}"
+
+    return DummySystem()
+
+
+def predict_files(paths, top: int) -> int:
+    """--predict without a framework: a file's "class" is its size modulo DUMMY_CLASSES."""
+    failed = 0
+    for path in paths:
+        try:
+            size = os.path.getsize(path)
+            if size == 0:
+                raise ValueError("the file is empty")
+        except (OSError, ValueError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
+            emit("predict.result", {"image": path, "error": reason})
+            failed += 1
+            continue
+        best = [(size + k) % DUMMY_CLASSES for k in range(top)]
+        emit("predict.result", {"image": path, "top": [
+            {"class": cls, "probability": 0.5 / (k + 1)} for k, cls in enumerate(best)]})
+    # A file that is not an image is the file's problem, told on its own line: the run is ok.
+    say(f"{failed} of {len(paths)} files could not be classified")
+    emit("results.status", "ok")
+    emit("results.end_time", now_iso())
+    return 0
+
+
+def evaluate(opts, world_size: int) -> int:
+    """--predict, or a LoadGen scenario (docs/evaluation.md) over the dummy system."""
+    emit("exp.model_title", MODEL_TITLES.get(opts.model, opts.model))
+    emit("exp.framework_ver", f"dummy {__version__}")
+    evaluation = opts.evaluation
+    if evaluation.predict:
+        return predict_files(evaluation.predict, evaluation.top)
+    if world_size > 1:
+        print("benchmarks.py: error: the scenarios run one process (WORLD_SIZE is "
+              f"{world_size})", file=sys.stderr)
+        emit_failure(f"bad environment: --scenario {evaluation.scenario} runs one process")
+        return 2
+    from benchmark_common.harness import EvaluationSetupError, run_evaluation
+
+    def abort(error):
+        emit_failure(f"{type(error).__name__}: {error}")
+        sys.stdout.flush()
+        os._exit(1)
+
+    say(f"dummy backend {__version__}: scenario {evaluation.scenario}, batch {opts.batch_size}, "
+        f"{opts.sleep * 1000:g} ms per batch")
+    try:
+        results = run_evaluation(dummy_system(opts), evaluation, batch_size=opts.batch_size,
+                                 warmup=opts.num_warmup_batches, say=say, abort=abort)
+    except EvaluationSetupError as error:
+        print(f"benchmarks.py: error: {error}", file=sys.stderr)
+        emit_failure(str(error))
+        return 2
+    except RuntimeError as error:
+        emit_failure(f"RuntimeError: {error}")
+        return 1
+    for key, value in results.items():
+        emit(key, value)
+    emit("results.mem_peak", peak_rss_mib())
+    emit("results.status", "ok")
+    emit("results.end_time", now_iso())
     return 0
 
 
@@ -434,6 +716,8 @@ def main(argv=None) -> int:
         return 2
     if rank == 0:
         emit("results.start_time", start_time)
+    if opts.evaluation.is_evaluation:
+        return evaluate(opts, world_size)
     return run(opts, world_size, rank)
 
 

@@ -74,6 +74,33 @@ def print_report(report, start_time: str, framework_version: str) -> None:
     emit("results.status", "ok")
 
 
+def print_evaluation(results: dict, start_time: str, framework_version: str) -> None:
+    """The protocol lines of a successful evaluation (docs/evaluation.md)."""
+    emit("exp.framework_ver", framework_version)
+    emit("results.start_time", start_time)
+    for key, value in results.items():
+        emit(key, value)
+    emit("results.end_time", now_iso())
+    emit("results.status", "ok")
+
+
+def _abort(error: BaseException) -> None:
+    """A failure inside a LoadGen callback: report it and end the process there and then.
+
+    An exception cannot travel back through LoadGen's C++ threads to `main`.
+    """
+    if isinstance(error, BenchmarkError):
+        message, status = " ".join(str(error).split()), BenchmarkError.exit_status
+        print(f"benchmarks.py: error: {message}", file=sys.stderr)
+    else:
+        traceback.print_exception(type(error), error, error.__traceback__)
+        message, status = describe(error), 1
+    failure(message)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def _raise_interrupt(signum, frame) -> None:
     # A job scheduler's or launcher's SIGTERM ends the run like Ctrl-C: with a failure
     # status and its reason, not a silent death.
@@ -93,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
 
         report_environment(mxnet)
 
+        if opts.evaluation.is_evaluation:
+            from mxnet_benchmarks.evaluation import evaluate
+
+            print_evaluation(evaluate(opts, _abort), start_time, mxnet.__version__)
+            return 0
         report, rank = run(opts)
         if rank == 0:
             print_report(report, start_time, mxnet.__version__)

@@ -9,6 +9,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from benchmark_common.options import (
+    EvaluationFlagError,
+    EvaluationOptions,
+    add_evaluation_flags,
+    evaluation_options,
+)
+
 from .errors import BenchmarkError
 
 DEVICES = ("cpu", "gpu")
@@ -55,6 +62,9 @@ class Options:
     prefetch_buffer: int
     learning_rate: float
     seed: int
+    extra_models: str = ""
+    #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
+    evaluation: EvaluationOptions = EvaluationOptions()
 
     @property
     def is_distributed(self) -> bool:
@@ -111,13 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefetch_buffer", type=int, default=10, help="RecordIO batches prefetched")
     p.add_argument("--learning_rate", type=float, default=0.01, help="SGD learning rate")
     p.add_argument("--seed", type=int, default=1, help="seed of weights and synthetic data")
+    p.add_argument("--extra_models", default="",
+                   help="a Python file that registers more models with @register_model")
+    add_evaluation_flags(p)
     return p
 
 
 def parse_options(argv: list[str]) -> Options:
     """Parse and validate `argv`; any problem is a BenchmarkError naming the flag."""
     args = build_parser().parse_args(argv)
-    opts = Options(**vars(args))
+    try:
+        evaluation = evaluation_options(args)
+    except EvaluationFlagError as error:
+        raise BenchmarkError(str(error)) from None
+    opts = Options(**vars(args), evaluation=evaluation)
     _choice("device", opts.device, DEVICES)
     _choice("dtype", opts.dtype, DTYPES)
     _choice("kv_store", opts.kv_store, KV_STORES)
@@ -141,4 +158,12 @@ def parse_options(argv: list[str]) -> Options:
         raise BenchmarkError("--graph_backend needs --hybridize true")
     if opts.graph_backend == "onednn" and opts.device != "cpu":
         raise BenchmarkError("--graph_backend onednn is a CPU backend; use --device cpu")
+    if evaluation.is_evaluation:
+        what = "--predict" if evaluation.predict else f"--scenario {evaluation.scenario}"
+        if not opts.forward_only:
+            raise BenchmarkError(f"{what} runs inference: add --forward_only true")
+        if opts.is_distributed or (opts.device == "gpu" and opts.num_gpus > 1) or \
+                (opts.device == "cpu" and opts.cpu_contexts > 1):
+            raise BenchmarkError(f"{what} runs on one device: one GPU (--num_gpus 1) or one "
+                                 "CPU context, and a local kvstore")
     return opts

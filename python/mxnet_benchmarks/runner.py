@@ -17,7 +17,7 @@ from mxnet import autograd, gluon
 
 from .data import RecordIOBatches, SyntheticBatches
 from .errors import BenchmarkError
-from .models import Model, create_model
+from .models import Model, create_model, load_model_file
 from .options import Options
 
 #: The name MXNet 1.x registers its oneDNN (formerly MKL-DNN) CPU fusion backend under.
@@ -74,6 +74,8 @@ def build_network(model: Model, opts: Options, contexts: list[mx.Context]) -> gl
     """The initialised, cast and (optionally) hybridized network."""
     net = model.build()
     net.initialize(mx.init.Xavier(magnitude=2.0), ctx=contexts)
+    if opts.evaluation.weights:
+        load_weights(net, opts.evaluation.weights, model.model_id, contexts)
     if opts.dtype != "float32":
         net.cast(opts.dtype)
     if opts.hybridize:
@@ -81,6 +83,21 @@ def build_network(model: Model, opts: Options, contexts: list[mx.Context]) -> gl
         net.hybridize(static_alloc=opts.static_graph, static_shape=opts.static_graph,
                       backend=backend)
     return net
+
+
+def load_weights(net: gluon.Block, path: str, model_id: str,
+                 contexts: list[mx.Context]) -> None:
+    """Trained weights (`--weights`): a `.params` file saved by `net.save_parameters`."""
+    if not os.path.isfile(path):
+        raise BenchmarkError(f"--weights {path}: no such file")
+    try:
+        net.load_parameters(path, ctx=contexts)
+    except (mx.base.MXNetError, AssertionError, ValueError, OSError) as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        reason = lines[-1] if lines and lines[0].startswith("Traceback") else (
+            lines[0] if lines else type(error).__name__)
+        raise BenchmarkError(f"--weights {path} cannot be loaded into model {model_id}: "
+                             f"{reason}") from None
 
 
 def _device_memory_mib(contexts: list[mx.Context]) -> float:
@@ -129,6 +146,8 @@ def _inference_step(net) -> Callable[[list, list], None]:
 
 def run(opts: Options) -> tuple[Report, int]:
     """Run the benchmark; return the report and this process's rank (0 prints it)."""
+    if opts.extra_models:
+        load_model_file(opts.extra_models)
     model = create_model(opts.model)
     mx.random.seed(opts.seed)
     contexts = make_contexts(opts)

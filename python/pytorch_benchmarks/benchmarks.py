@@ -82,6 +82,25 @@ def _refuse(message: str) -> int:
     return UserError.exit_status
 
 
+def _abort(exc: BaseException) -> None:
+    """A failure inside a LoadGen callback: report it and end the process there and then.
+
+    An exception cannot travel back through LoadGen's C++ threads to ``main``.
+    """
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    if isinstance(exc, UserError):
+        emit_failure(" ".join(str(exc).split()))
+        status = UserError.exit_status
+    else:
+        emit_failure(_failure_message(exc))
+        import torch
+
+        status = 3 if isinstance(exc, torch.OutOfMemoryError) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -99,7 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology = distributed.topology_from_env()
         if topology.is_main:
             emit("results.start_time", start_time)
-        results = run_benchmark(opts, topology)
+        if opts.evaluation.is_evaluation:
+            from pytorch_benchmarks.evaluation import evaluate
+
+            results = evaluate(opts, topology, _abort)
+        else:
+            results = run_benchmark(opts, topology)
         if results is not None:
             for key, value in results.items():
                 emit(key, value)

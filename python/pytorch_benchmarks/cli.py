@@ -6,7 +6,15 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchmark_common.options import (
+    EvaluationFlagError,
+    EvaluationOptions,
+    add_evaluation_flags,
+    evaluation_options,
+)
+
 from .errors import UserError
+from .trace_flags import TraceOptions, add_trace_flags, trace_options
 
 _TRUE = {"true", "yes", "on", "1", "t", "y"}
 _FALSE = {"false", "no", "off", "0", "f", "n"}
@@ -71,6 +79,7 @@ class Options:
     channels_last: bool
     compile: bool
     compile_mode: str
+    freezing: bool
     cuda_graphs: bool
     num_threads: int
     ddp_bucket_cap_mb: float
@@ -81,6 +90,10 @@ class Options:
     timing: str
     compile_ddp: str
     lr: float
+    #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
+    evaluation: EvaluationOptions = EvaluationOptions()
+    #: The tracing flags (--trace_level, ...: docs/tracing.md).
+    trace: TraceOptions = TraceOptions()
 
     @property
     def phase(self) -> str:
@@ -143,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compile_mode", default="default", choices=COMPILE_MODES, help="torch.compile mode"
     )
+    _bool_flag(
+        p,
+        "freezing",
+        False,
+        "inference with --compile: inductor's freezing (weights folded into the graph as "
+        "constants; on CPU, convolution weights prepacked for oneDNN)",
+    )
     _bool_flag(p, "cuda_graphs", False, "inference: capture the forward pass in a CUDA graph")
     p.add_argument(
         "--num_threads", type=int, default=0, help="CPU intra-op threads (0: torch default)"
@@ -177,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and synchronize once at the end (events)",
     )
     p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    add_evaluation_flags(p)
+    add_trace_flags(p)
     return p
 
 
@@ -185,7 +207,18 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     ns = build_parser().parse_args(argv)
     if ns.device == "cuda":
         ns.device = "gpu"
-    opts = Options(**vars(ns))
+    try:
+        evaluation = evaluation_options(ns)
+    except EvaluationFlagError as error:
+        raise FlagError(str(error)) from None
+    try:
+        trace = trace_options(ns, ns.device)
+    except ValueError as error:
+        raise FlagError(str(error)) from None
+    opts = Options(**vars(ns), evaluation=evaluation, trace=trace)
+    if trace.enabled and evaluation.is_evaluation:
+        raise FlagError("--trace_level traces the benchmark's own loop, not a --scenario "
+                        "or --predict")
     if opts.batch_size < 1:
         raise FlagError(f"--batch_size must be >= 1, got {opts.batch_size}")
     if opts.num_batches < 1:
@@ -202,6 +235,14 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         raise FlagError("--cuda_graphs works for inference only (--forward_only true)")
     if opts.cuda_graphs and opts.device != "gpu":
         raise FlagError("--cuda_graphs needs --device gpu")
+    if opts.freezing and not (opts.compile and opts.forward_only):
+        raise FlagError("--freezing applies to compiled inference (--compile true "
+                        "--forward_only true)")
     if opts.data_loader_only and not opts.data_dir:
         raise FlagError("--data_loader_only needs a dataset (--data_dir)")
+    if evaluation.is_evaluation and not opts.forward_only:
+        what = "--predict" if evaluation.predict else f"--scenario {evaluation.scenario}"
+        raise FlagError(f"{what} runs inference: add --forward_only true")
+    if evaluation.is_evaluation and opts.data_loader_only:
+        raise FlagError("--data_loader_only times the data loader alone; it has no scenarios")
     return opts

@@ -24,6 +24,8 @@ from .steps import (
     make_training_step,
 )
 from .timing import device_synchronizer, run_event_timed_loop, run_timed_loop
+from .tracing import Tracer, eager_model, in_phase, make_tracer
+from .weights import load_weights
 
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -84,8 +86,14 @@ def build_model(
     dtype: torch.dtype,
     memory_format: torch.memory_format,
 ) -> nn.Module:
-    """The model on the device, in train or eval mode; inference models cast to ``dtype``."""
-    model = spec.build().to(device=device, memory_format=memory_format)
+    """The model on the device, in train or eval mode; inference models cast to ``dtype``.
+
+    With ``--weights`` the model starts from them, else from its random initialisation.
+    """
+    model = spec.build()
+    if opts.evaluation.weights:
+        load_weights(model, opts.evaluation.weights, spec.model_id)
+    model = model.to(device=device, memory_format=memory_format)
     if opts.forward_only:
         # Inference in half precision runs a half model (as inference engines do): autocast
         # would re-cast every weight on every batch.
@@ -169,8 +177,12 @@ def make_step(
     source: SyntheticSource | LoaderSource,
     memory_format: torch.memory_format,
     topology: distributed.Topology,
+    tracer: Tracer | None = None,
 ) -> Step:
-    """The step the loop times, with DDP, compilation and CUDA graphs as asked."""
+    """The step the loop times, with DDP, compilation and CUDA graphs as asked.
+
+    A ``tracer`` gets the same step with phase spans, and the eager model (tracing.py).
+    """
     if opts.data_loader_only:
         return lambda inputs, labels: None
     model = build_model(spec, opts, device, dtype, memory_format)
@@ -180,13 +192,26 @@ def make_step(
     if opts.compile:
         if topology.distributed and not opts.forward_only:
             torch._dynamo.config.optimize_ddp = opts.compile_ddp == "split"
+        if opts.freezing:
+            import torch._inductor.config as inductor_config
+
+            # Inference only (checked in cli.py): the weights never change, so inductor may
+            # fold them into the graph as constants and lay them out for its kernels.
+            inductor_config.freezing = True
         model = torch.compile(model, mode=compile_mode(opts))
+    eager = eager_model(train_module, opts.compile or opts.cuda_graphs)
     if opts.forward_only:
         if opts.cuda_graphs and not opts.compile:
             example, _ = source.next()
-            return make_cuda_graph_step(model, example)
-        return make_inference_step(model)
+            step = make_cuda_graph_step(model, example)
+        else:
+            step = make_inference_step(model)
+        if tracer is not None:
+            tracer.attach(eager, in_phase(step, "forward", tracer))
+        return step
     optimizer = make_optimizer(train_module, opts.lr, device)
+    if tracer is not None:
+        tracer.attach(eager, make_training_step(model, optimizer, device, dtype, tracer.phase))
     return make_training_step(model, optimizer, device, dtype)
 
 
@@ -229,11 +254,14 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     torch.manual_seed(0)
     memory_format = memory_format_for(spec, opts)
     source = make_source(spec, opts, device, dtype, memory_format, topology)
-    step = make_step(spec, opts, device, dtype, source, memory_format, topology)
+    tracer = make_tracer(opts, spec.model_id, spec.title, device, topology.is_main,
+                         topology.world_size)
+    step = make_step(spec, opts, device, dtype, source, memory_format, topology, tracer)
     log(
         f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
         f"batch={opts.batch_size}x{topology.world_size} channels_last={opts.channels_last} "
         f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
+        f"freezing={opts.freezing} "
         f"cuda_graphs={opts.cuda_graphs} data_loader_only={opts.data_loader_only} "
         f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
         f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
@@ -250,11 +278,13 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
             opts.num_warmup_batches,
             opts.num_batches,
         )
+    memory = peak_memory_mib(device)  # before the traced pass, which never counts
+    traced = tracer.run(source.next, step) if tracer is not None else {}
     # The slowest replica sets the job's pace: take each batch's maximum over replicas.
     batch_ms = distributed.all_reduce_max(timings.batch_ms, device)
     warmup_ms = distributed.all_reduce_max(timings.warmup_ms, device)
     wait_ms = distributed.all_reduce_max(timings.data_wait_ms, device)
-    memory = distributed.all_reduce_max([peak_memory_mib(device)], device)[0]
+    memory = distributed.all_reduce_max([memory], device)[0]
     if not topology.is_main:
         return None
     results: dict[str, Any] = time_statistics(batch_ms)
@@ -267,4 +297,5 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     results["results.mem_peak"] = memory
     results["exp.model_title"] = spec.title
     results["exp.framework_ver"] = torch.__version__
+    results.update(traced)
     return results

@@ -9,6 +9,14 @@ import torch
 import torch.nn as nn
 
 Step = Callable[[torch.Tensor, torch.Tensor], object]
+#: A span of one part of a step, by name (the traced pass's; `no_phase` outside it).
+Phase = Callable[[str], contextlib.AbstractContextManager]
+_NO_SPAN = contextlib.nullcontext()
+
+
+def no_phase(name: str) -> contextlib.AbstractContextManager:
+    """No span: what the timed steps use."""
+    return _NO_SPAN
 
 
 def autocast_context(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
@@ -30,23 +38,34 @@ def make_optimizer(model: nn.Module, lr: float, device: torch.device) -> torch.o
 
 
 def make_training_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, dtype: torch.dtype
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    dtype: torch.dtype,
+    phase: Phase = no_phase,
 ) -> Step:
-    """Forward and loss (under autocast for half types), backward, optimizer step."""
+    """Forward and loss (under autocast for half types), backward, optimizer step.
+
+    ``phase`` spans each of the three (the traced pass, docs/tracing.md).
+    """
     criterion = nn.CrossEntropyLoss()
     scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
 
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with autocast_context(device, dtype):
+        with phase("forward"), autocast_context(device, dtype):
             loss = criterion(model(inputs), labels)
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
-            loss.backward()
-            optimizer.step()
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                optimizer.step()
         else:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
+            with phase("backward"):
+                scaler.scale(loss).backward()
+            with phase("optimizer"):
+                scaler.step(optimizer)
+                scaler.update()
         return loss
 
     return step

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = ["errors", "util", "config", "plan", "recipes", "results", "monitor", "run",
+LAYERS = ["errors", "util", "config", "plan", "recipes", "results", "traces", "monitor", "run",
           "report", "cli"]
 #: The package's own root module (dlbs/__init__.py: the version) sits below everything.
 ROOT = "dlbs"

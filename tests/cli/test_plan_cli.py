@@ -176,7 +176,7 @@ def test_list_frameworks(dlbs_cli):
     result = dlbs_cli("list", "frameworks")
     assert result.returncode == 0
     assert [line.split()[0] for line in result.stdout.splitlines()] == [
-        "pytorch", "mxnet", "dummy"]
+        "pytorch", "mxnet", "onnxruntime", "dummy"]
 
 
 @pytest.mark.pytorch
@@ -188,6 +188,8 @@ def test_list_models_asks_the_backends(dlbs_cli):
     for model in ("resnet50", "vgg16", "googlenet", "inception3", "deep_mnist"):
         assert ("pytorch", model) in pairs and ("mxnet", model) in pairs
     assert ("mxnet", "deep_speech2") in pairs and ("pytorch", "deep_speech2") not in pairs
+    # ONNX Runtime runs the PyTorch backend's models, exported.
+    assert {m for f, m in pairs if f == "onnxruntime"} == {m for f, m in pairs if f == "pytorch"}
     only = dlbs_cli("list", "models", "--framework", "mxnet")
     assert {line.split()[0] for line in only.stdout.splitlines()} == {"mxnet"}
     assert_one_error_line(dlbs_cli("list", "models", "--framework", "caffe"),

@@ -11,7 +11,9 @@ from pytorch_benchmarks.distributed import topology_from_env
 
 pytestmark = pytest.mark.pytorch
 
-ALLOWED = {"numpy", "torch", "torchvision", "PIL", "lmdb", "pytorch_benchmarks"}
+# benchmark_common: the backends' shared package beside them (tests/evaluation checks its imports).
+ALLOWED = {"numpy", "torch", "torchvision", "PIL", "lmdb", "pytorch_benchmarks",
+           "benchmark_common"}
 PACKAGE = PYTHON_DIR / "pytorch_benchmarks"
 
 

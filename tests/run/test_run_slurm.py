@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
@@ -20,13 +22,87 @@ DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.scheduler=slurm", "-P", "exp.nu
          "-P", "exp.num_warmup_batches=0"]
 
 
-def test_dummy_sweep_as_slurm_jobs(run_dlbs, tmp_path, slurm_cluster):
+def test_dummy_sweep_as_one_job_array(run_dlbs, tmp_path, slurm_cluster):
     result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0", "-V", "exp.replica_batch=[1, 2]")
     assert result.returncode == 0, result.stderr
     assert [r[2] for r in attempts(tmp_path / "logs" / "results.db")] == ["ok", "ok"]
-    for log in (tmp_path / "logs").glob("*.log"):
-        assert parse_log(log).values["results.status"] == "ok"
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    for log in logs:
+        values = parse_log(log).values
+        assert values["results.status"] == "ok"
+        # The node monitor told where it ran; the record has it instead of the login node's.
+        assert "job.environment.node1" in values
+    (script,) = (tmp_path / "logs").glob("dlbs-array-*.sbatch")  # same request: one array
+    text = script.read_text()
+    assert "#SBATCH --array=0-1" in text and all(log.name in text for log in logs)
+    with sqlite3.connect(tmp_path / "logs" / "results.db") as conn:
+        rows = conn.execute("SELECT job_id, environment FROM attempts").fetchall()
+    assert sorted(row[0].split("_")[1] for row in rows) == ["0", "1"]
+    assert len({row[0].split("_")[0] for row in rows}) == 1
+    assert all(json.loads(row[1])["node"] in ("node1", "node2") for row in rows)
+
+
+def test_different_requests_go_as_separate_jobs(run_dlbs, tmp_path, slurm_cluster):
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0", "-V", 'slurm.time=["5", "6"]')
+    assert result.returncode == 0, result.stderr
+    logs = sorted((tmp_path / "logs").glob("*.log"))
+    assert len(logs) == 2
+    for log in logs:
         assert (tmp_path / "logs" / (log.name + ".sbatch")).exists()
+    assert not list((tmp_path / "logs").glob("dlbs-array-*.sbatch"))
+
+
+def _intervals(folder) -> list[tuple[datetime, datetime]]:
+    spans = []
+    for log in folder.glob("*.log"):
+        values = parse_log(log).values
+        spans.append((datetime.fromisoformat(values["results.start_time"]),
+                      datetime.fromisoformat(values["results.end_time"])))
+    return spans
+
+
+def _most_at_once(spans) -> int:
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, change in events:
+        running += change
+        most = max(most, running)
+    return most
+
+
+def test_sweep_in_flight_keeps_both_nodes_busy_and_monitors_inside_jobs(run_dlbs, tmp_path,
+                                                                       slurm_cluster):
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0.7", "-P", "exp.num_batches=3",
+                      "-P", "slurm.exclusive=true", "-P", "monitor.frequency=0.2",
+                      "-P", "dummy.busy=true", "-V", "exp.replica_batch=[1, 2, 3, 4]")
+    assert result.returncode == 0, result.stderr
+    spans = _intervals(tmp_path / "logs")
+    assert len(spans) == 4 and _most_at_once(spans) == 2  # exclusive jobs on two nodes
+    with sqlite3.connect(tmp_path / "logs" / "results.db") as conn:
+        rows = conn.execute("SELECT results FROM attempts").fetchall()
+    for (text,) in rows:
+        results = json.loads(text)
+        cpu, clock = results["results.use.cpu"], results["results.use.time"]
+        # The busy backend on its node (two of them and the tests share 2 cores: no bound on
+        # how busy), on the attempt's clock: the first sample comes after the job started.
+        assert len(cpu) == len(clock) >= 5 and max(cpu) > 5 and clock[0] > 0
+        assert not any(key.startswith("job.") for key in results)
+
+
+def test_max_in_flight_limits_the_jobs_at_once(run_dlbs, tmp_path, slurm_cluster):
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0.5", "-P", "slurm.max_in_flight=1",
+                      "-V", "exp.replica_batch=[1, 2, 3]")
+    assert result.returncode == 0, result.stderr
+    assert _most_at_once(_intervals(tmp_path / "logs")) == 1
+
+
+def test_whole_sweep_settings_must_not_vary(run_dlbs, tmp_path):
+    result = run_dlbs("run", *DUMMY, "-V", "slurm.max_in_flight=[1, 2]")
+    assert result.returncode == 2
+    assert "slurm.max_in_flight applies to the whole sweep" in result.stderr
+    both = run_dlbs("validate", *DUMMY, "-P", "slurm.gres=gpu:2", "-P", "exp.gpus=0")
+    assert both.returncode != 0 and "slurm.gres and slurm.gpus_per_node" in both.stdout + \
+        both.stderr
 
 
 @pytest.mark.pytorch

@@ -41,6 +41,12 @@ def _script(target: SlurmTarget, invocation: Invocation, log: str = "/logs/exp.l
     return target.script(invocation, log, log + ".sbatch")
 
 
+def _output(log: Path) -> str:
+    """The log without the node monitor's lines (`__job.*`), which every job appends."""
+    return "".join(line for line in log.read_text().splitlines(keepends=True)
+                   if not line.startswith("__job."))
+
+
 # -- unit: the job script and scontrol's answers ------------------------------------------
 
 
@@ -146,7 +152,7 @@ def test_a_single_node_job_writes_into_the_log(target, slurm_cluster, tmp_path):
     outcome = target.wait(job_id, 60)
     assert outcome.status == "ok", (outcome, log.read_text())
     assert outcome.details["job_id"] == job_id
-    assert log.read_text() == f"header\nnode=node1 rank=0/1 v=a b cwd={tmp_path}\n"
+    assert _output(log) == f"header\nnode=node1 rank=0/1 v=a b cwd={tmp_path}\n"
     assert Path(str(log) + ".sbatch").read_text().startswith("#!/bin/bash\n")
 
 
@@ -160,7 +166,7 @@ def test_a_two_node_job_runs_one_task_per_node_with_a_rendezvous(target, slurm_c
                      'node_rank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT"'])
     outcome = target.wait(_submit(target, invocation, log), 60)
     assert outcome.status == "ok", (outcome, log.read_text())
-    lines = sorted(line.split(" master=") for line in log.read_text().splitlines()[1:])
+    lines = sorted(line.split(" master=") for line in _output(log).splitlines()[1:])
     assert [line[0] for line in lines] == ["task 0/2 node=node1 node_rank=0",
                                           "task 1/2 node=node2 node_rank=1"]
     assert lines[0][1] == lines[1][1]
@@ -237,7 +243,7 @@ def test_a_job_is_reattached_by_its_id_after_dlbs_died(slurm_cluster, tmp_path):
     assert any(f"JobState={s} " in state for s in ("PENDING", "CONFIGURING", "RUNNING"))
     outcome = SlurmTarget().wait(job_id, 60)
     assert outcome.status == "ok"
-    assert log.read_text() == "header\nfinished\n"
+    assert _output(log) == "header\nfinished\n"
     assert SlurmTarget().wait(job_id, 60).status == "ok"  # and again, once it has ended
 
 
@@ -360,7 +366,7 @@ def test_a_job_array_runs_each_experiment_into_its_own_log(target, slurm_cluster
     outcomes = [target.wait(job_id, 60) for job_id in job_ids]
     assert [o.status for o in outcomes] == ["ok", "ok", "failure"], outcomes
     assert outcomes[2].returncode == 4
-    assert entries[0][1].read_text() == f"header\nfirst one {tmp_path}\n"
-    assert entries[1][1].read_text() == "header\nmulti-line a b\n"
+    assert _output(entries[0][1]) == f"header\nfirst one {tmp_path}\n"
+    assert _output(entries[1][1]) == "header\nmulti-line a b\n"
     third = entries[2][1].read_text()  # srun's own messages may come first
     assert third.startswith("header\n") and "third\n" in third

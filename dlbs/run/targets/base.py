@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, ClassVar, TypeVar
 
@@ -58,12 +59,13 @@ class ProcessTarget(Target):
 
     @abc.abstractmethod
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
         """Run the invocation; its stdout and stderr go into `log` as they come.
 
         `timeout` (seconds; None or 0 = no limit) ends it with status timeout. A
-        KeyboardInterrupt stops it and returns status interrupted: the exception is not
-        re-raised, the caller stops the sweep when it sees that status. Raises `LaunchError`
+        KeyboardInterrupt, or `stop` being set (from another thread: the run loop runs
+        targets in worker threads), stops it and returns status interrupted: the exception is
+        not re-raised, the caller stops the sweep when it sees that status. Raises `LaunchError`
         only when the experiment could not be started at all (the environment's fault).
         `on_start(pid)`, when given, is called once the benchmark runs, with the host PID of
         the root of its process tree (for the resource monitor).
@@ -74,8 +76,11 @@ class SchedulerTarget(Target):
     """A target that hands invocations to a batch scheduler and tracks them by job id."""
 
     @abc.abstractmethod
-    def submit(self, invocation: Invocation, log_path: str) -> str:
-        """Submit the invocation as a job whose output is appended to `log_path`; its id."""
+    def submit(self, invocation: Invocation, log_path: str, name: str | None = None) -> str:
+        """Submit the invocation as a job whose output is appended to `log_path`; its id.
+
+        `name`, when given, is the job's name: unique, so that the job can be found by it.
+        """
 
     @abc.abstractmethod
     def wait(self, job_id: str, timeout: float | None) -> Outcome:

@@ -1,4 +1,4 @@
-"""The `docker` target: the benchmark in a container of the Docker Engine.
+"""The `docker` target: the benchmark in a container of the Docker Engine or of Podman.
 
 Through the Docker SDK for Python (`docker==7.2.0`), or, when the container's launcher is
 `nvidia-docker`, through the legacy `nvidia-docker` binary with the equivalent CLI flags. The
@@ -6,6 +6,12 @@ request (image, the user's flags translated once, dlbs's environment, mounts and
 whole from the invocation's `ContainerSpec`, rendered by `dlbs.recipes.container`. The
 container is removed afterwards, whatever happened; its output is streamed into the
 experiment's log as it comes.
+
+Podman (`ContainerSpec.engine`) is driven through the same SDK and the same request, at its
+Docker-compatible API socket (`ContainerSpec.engine_url`, which `podman system service`
+serves). Its GPUs go as CDI device requests, which Podman's compatible API honours from
+version 5.4 on; older versions drop them without a word, so a GPU experiment on one is
+refused before the sweep.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any, BinaryIO
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.container import cli_argv, container_of, sdk_request
-from dlbs.recipes.invocation import Invocation
+from dlbs.recipes.invocation import PODMAN_ENGINE, Invocation
 from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
@@ -38,6 +44,18 @@ else:
 
 NVIDIA_HINT = ("install the NVIDIA Container Toolkit on the Docker host and restart dockerd, "
                "or run this experiment on the CPU (exp.gpus: '')")
+#: The first Podman whose Docker-compatible API honours CDI device requests
+#: (containers/podman#25171).
+PODMAN_CDI_VERSION = (5, 4)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    numbers = []
+    for part in text.split("-")[0].split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(numbers)
 
 
 def _is_nvidia_error(error: Exception) -> bool:
@@ -56,38 +74,56 @@ def _stream_logs(container: Any, log: BinaryIO) -> None:
 class DockerTarget(ProcessTarget):
     """A container of the Docker Engine; see the module doc."""
 
-    summary = "a container of the Docker Engine (Docker SDK, or the nvidia-docker binary)"
+    summary = ("a container of the Docker Engine or of Podman (Docker SDK, or the "
+               "nvidia-docker binary)")
     kill_grace = DEFAULT_KILL_GRACE
 
     def __init__(self) -> None:
-        self._client: Any = None
+        self._clients: dict[str, Any] = {}
 
     # -- the request -------------------------------------------------------------------
 
     def describe(self, invocation: Invocation) -> dict[str, Any]:
         """The SDK request, and the equivalent command line."""
         spec = container_of(invocation)
-        described = {"target": self.name, "launcher": spec.launcher,
+        described = {"target": self.name, "engine": spec.engine, "launcher": spec.launcher,
                      **sdk_request(invocation), "cli": cli_argv(invocation)}
+        if spec.engine_url:
+            described["engine_url"] = spec.engine_url
         if spec.launcher == "nvidia-docker" and invocation.gpus:
             described["env"] = {"NV_GPU": ",".join(invocation.gpus)}
         return described
 
     def close(self) -> None:
-        """Close the connection to the Docker Engine."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Close the connections to the engines."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
 
     # -- checks before the sweep -------------------------------------------------------
 
     @property
     def client(self) -> Any:
-        """The Docker SDK client (from DOCKER_HOST etc.); `LaunchError` if the daemon is down."""
-        if self._client is None:
-            host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-            hint = ("start dockerd (for the tests: .ci/services/docker.sh), or point DOCKER_HOST "
-                    "at a running engine")
+        """The Docker Engine's SDK client (from DOCKER_HOST etc.)."""
+        return self.engine_client("")
+
+    def client_of(self, invocation: Invocation) -> Any:
+        """The SDK client of the engine that runs the invocation's container."""
+        return self.engine_client(container_of(invocation).engine_url)
+
+    def engine_client(self, url: str) -> Any:
+        """The SDK client at `url` ("" = the Docker SDK's settings, DOCKER_HOST and friends).
+
+        `LaunchError` naming the engine and how to start it when it does not answer.
+        """
+        if url not in self._clients:
+            podman = bool(url)
+            host = url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+            what = "Podman's Docker-compatible API" if podman else "the Docker Engine"
+            hint = ("start it with `podman system service --time=0 " + host + "` (for the "
+                    "tests: .ci/services/podman.sh), or set runtime.podman_socket"
+                    if podman else "start dockerd (for the tests: .ci/services/docker.sh), or "
+                    "point DOCKER_HOST at a running engine")
             # Checked with a socket of our own first: the SDK leaks its socket when the
             # connection is refused.
             if host.startswith("unix://"):
@@ -96,24 +132,32 @@ class DockerTarget(ProcessTarget):
                     try:
                         probe.connect(host[len("unix://"):])
                     except OSError as error:
-                        raise LaunchError(f"the Docker Engine at {host} does not answer: "
+                        raise LaunchError(f"{what} at {host} does not answer: "
                                           f"{error.strerror or error}", hint=hint) from None
+            client = None
             try:
-                self._client = docker.from_env()
-                self._client.ping()
+                client = docker.DockerClient(base_url=url) if podman else docker.from_env()
+                client.ping()
             except (docker.errors.DockerException, requests.exceptions.RequestException) as error:
-                self.close()
-                raise LaunchError(f"the Docker Engine at {host} does not answer: {error}",
+                if client is not None:
+                    client.close()
+                raise LaunchError(f"{what} at {host} does not answer: {error}",
                                   hint=hint) from error
-        return self._client
+            self._clients[url] = client
+        return self._clients[url]
 
     def preflight(self, invocations: Sequence[Invocation]) -> None:
-        """Launchers, the daemon, the images, and the NVIDIA runtime for GPUs."""
-        images: dict[str, Invocation] = {}
+        """Launchers, the engines, the images, and the way to hand GPUs to containers."""
+        images: dict[tuple[str, str], Invocation] = {}
         gpu_invocations: list[Invocation] = []
+        podman_gpus: dict[str, Invocation] = {}
         for invocation in invocations:
             spec = container_of(invocation)
-            images.setdefault(spec.image, invocation)
+            images.setdefault((spec.engine_url, spec.image), invocation)
+            if spec.engine == PODMAN_ENGINE:
+                if invocation.gpus:
+                    podman_gpus.setdefault(spec.engine_url, invocation)
+                continue
             if spec.launcher == "nvidia-docker" and shutil.which("nvidia-docker") is None:
                 raise LaunchError(
                     f"exp.docker_launcher is nvidia-docker, but there is no nvidia-docker "
@@ -124,20 +168,44 @@ class DockerTarget(ProcessTarget):
                 gpu_invocations.append(invocation)
         if not invocations:
             return
-        client = self.client
-        for image, invocation in images.items():
+        for (url, image), invocation in images.items():
+            client = self.engine_client(url)
+            engine = "Podman" if url else "the Docker Engine"
             try:
                 client.images.get(image)
             except docker.errors.ImageNotFound:
+                pull = "podman pull" if url else "docker pull"
                 raise LaunchError(
-                    f"image {image!r} is not in the Docker Engine (exp.docker_image of "
+                    f"image {image!r} is not in {engine} (exp.docker_image of "
                     f"experiment {invocation.label})",
-                    hint=f"pull or build it first (docker pull {image}); dlbs never pulls "
+                    hint=f"pull or build it first ({pull} {image}); dlbs never pulls "
                          "images itself") from None
             except docker.errors.APIError as error:
                 raise LaunchError(f"cannot inspect image {image!r}: {error}") from error
+        for url, invocation in podman_gpus.items():
+            self._check_podman_gpus(url, invocation)
         if gpu_invocations:
             self._check_nvidia(gpu_invocations[0])
+
+    def podman_version(self, url: str) -> str:
+        """The version of the Podman that serves `url` (from its version API)."""
+        version = self.engine_client(url).version()
+        for component in version.get("Components") or []:
+            if "podman" in str(component.get("Name", "")).lower():
+                return str(component.get("Version", ""))
+        return str(version.get("Version", ""))
+
+    def _check_podman_gpus(self, url: str, invocation: Invocation) -> None:
+        """Refuse GPUs on a Podman whose compatible API would drop the CDI request."""
+        version = self.podman_version(url)
+        if _version_tuple(version) < PODMAN_CDI_VERSION:
+            wanted = ".".join(map(str, PODMAN_CDI_VERSION))
+            raise LaunchError(
+                f"experiment {invocation.label} asks for GPUs {invocation.gpus}, but Podman "
+                f"{version}'s Docker-compatible API ignores GPU requests (CDI device requests "
+                f"are honoured from Podman {wanted})",
+                hint=f"use Podman {wanted} or newer with a CDI spec (nvidia-ctk cdi generate), "
+                     "or exp.container_engine: docker")
 
     def _check_nvidia(self, invocation: Invocation) -> None:
         """Is there a way to hand GPUs to a container? Probe with a real request if unsure."""
@@ -175,16 +243,20 @@ class DockerTarget(ProcessTarget):
     # -- running -----------------------------------------------------------------------
 
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
         """Run the container to its end; see `ProcessTarget.run` and the module doc.
 
         `on_start` gets the host PID of the container's first process.
         """
         request = sdk_request(invocation)
         if container_of(invocation).launcher == "nvidia-docker":
-            return self._run_nvidia_docker(invocation, request, log, timeout, on_start)
-        container = self._create(invocation, request)
-        details: dict[str, Any] = {"container": container.name, "image": request["image"]}
+            return self._run_nvidia_docker(invocation, request, log, timeout, on_start, stop)
+        client = self.client_of(invocation)
+        container = self._create(invocation, request, client)
+        details: dict[str, Any] = {"container": container.name, "image": request["image"],
+                                   "engine": container_of(invocation).engine}
+        stopped = threading.Event()
+        done = threading.Event()
         try:
             try:
                 container.start()
@@ -193,10 +265,13 @@ class DockerTarget(ProcessTarget):
             log.flush()
             pump = threading.Thread(target=_stream_logs, args=(container, log), daemon=True)
             pump.start()
+            if stop is not None:
+                threading.Thread(target=self._stop_on_request, daemon=True,
+                                 args=(container, stop, done, stopped)).start()
             limit = timeout if timeout and timeout > 0 else None
             try:
                 if on_start is not None:
-                    pid = self._host_pid(container.name)
+                    pid = self._host_pid(client, container.name)
                     if pid:
                         on_start(pid)
                 result = container.wait(timeout=limit)
@@ -214,11 +289,30 @@ class DockerTarget(ProcessTarget):
                 pump.join(timeout=30)
                 return Outcome(INTERRUPTED, "interrupted by the user", details=details)
             pump.join(timeout=30)
+            if stopped.is_set():
+                return Outcome(INTERRUPTED, "interrupted by the user", details=details)
             return self._outcome(container, result, details)
         finally:
+            done.set()
             self._remove(container)
 
-    def _create(self, invocation: Invocation, request: dict[str, Any]) -> Any:
+    def _stop_on_request(self, container: Any, stop: threading.Event, done: threading.Event,
+                         stopped: threading.Event) -> None:
+        """Stop the container as Ctrl-C would once `stop` is set (until `done`)."""
+        while not done.wait(0.1):
+            if stop.is_set():
+                stopped.set()
+                try:
+                    container.kill(signal="SIGINT")
+                except docker.errors.APIError:
+                    pass  # it ended meanwhile
+                try:
+                    container.stop(timeout=int(self.kill_grace))
+                except docker.errors.APIError:
+                    pass
+                return
+
+    def _create(self, invocation: Invocation, request: dict[str, Any], client: Any) -> Any:
         kwargs = dict(request["kwargs"])
         if "ulimits" in kwargs:
             kwargs["ulimits"] = [docker.types.Ulimit(name=u["Name"], soft=u["Soft"],
@@ -234,8 +328,8 @@ class DockerTarget(ProcessTarget):
                                                    read_only=m["ReadOnly"])
                                 for m in kwargs["mounts"]]
         try:
-            return self.client.containers.create(request["image"], request["command"],
-                                                 stdin_open=False, tty=False, **kwargs)
+            return client.containers.create(request["image"], request["command"],
+                                            stdin_open=False, tty=False, **kwargs)
         except docker.errors.ImageNotFound:
             raise LaunchError(f"image {request['image']!r} is not in the Docker Engine "
                               f"(experiment {invocation.label})",
@@ -298,12 +392,12 @@ class DockerTarget(ProcessTarget):
             if "already in progress" not in str(error):
                 raise LaunchError(f"cannot remove container {container.name}: {error}") from error
 
-    def _host_pid(self, name: str, wait: float = 0.0) -> int | None:
+    def _host_pid(self, client: Any, name: str, wait: float = 0.0) -> int | None:
         """The host PID of a running container's first process (waits up to `wait` s)."""
         deadline = time.monotonic() + wait
         while True:
             try:
-                state = self.client.api.inspect_container(name).get("State", {})
+                state = client.api.inspect_container(name).get("State", {})
                 if state.get("Running") and state.get("Pid"):
                     return int(state["Pid"])
                 if state.get("Status") == "exited":
@@ -316,7 +410,7 @@ class DockerTarget(ProcessTarget):
 
     def _run_nvidia_docker(self, invocation: Invocation, request: dict[str, Any],
                            log: BinaryIO, timeout: float | None,
-                           on_start: OnStart | None) -> Outcome:
+                           on_start: OnStart | None, stop: threading.Event | None) -> Outcome:
         argv = cli_argv(invocation)
         env = dict(os.environ)
         if invocation.gpus:  # nvidia-docker's own way to select GPUs
@@ -332,13 +426,13 @@ class DockerTarget(ProcessTarget):
         def container_started(_cli_pid: int) -> None:
             # The benchmark runs under the engine, not under the CLI: find the container.
             def report() -> None:
-                pid = self._host_pid(name, wait=60.0)
+                pid = self._host_pid(self.client, name, wait=60.0)
                 if pid:
                     on_start(pid)  # type: ignore[misc]
             threading.Thread(target=report, daemon=True).start()
 
         outcome = run_process(argv, env=env, cwd=None, log=log, timeout=timeout,
                               grace=self.kill_grace, cleanup=remove_leftover,
-                              on_start=container_started if on_start else None)
+                              on_start=container_started if on_start else None, stop=stop)
         outcome.details["container"] = name
         return outcome

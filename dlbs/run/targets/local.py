@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
@@ -53,9 +54,10 @@ class LocalTarget(ProcessTarget):
                 "env": self.extra_env(invocation), "cwd": invocation.workdir}
 
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
         """Run to the end; see `ProcessTarget.run`."""
         env = dict(os.environ)
         env.update(self.extra_env(invocation))
         return run_process(invocation.argv, env=env, cwd=invocation.workdir, log=log,
-                           timeout=timeout, grace=self.kill_grace, on_start=on_start)
+                           timeout=timeout, grace=self.kill_grace, on_start=on_start,
+                           stop=stop)

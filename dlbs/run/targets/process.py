@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import BinaryIO
 
@@ -75,14 +76,38 @@ def stop_process_group(process: subprocess.Popen[bytes], first_signal: int,
     _signal_group(process.pid, signal.SIGKILL)
 
 
+class StopRequested(Exception):
+    """The run loop asked a running command to stop (Ctrl-C, SIGTERM, SIGHUP of dlbs)."""
+
+
+def wait_or_stop(process: subprocess.Popen[bytes], limit: float | None,
+                 stop: threading.Event | None, poll: float = 0.1) -> int:
+    """`process.wait(limit)`, that also ends with `StopRequested` once `stop` is set."""
+    if stop is None:
+        return process.wait(timeout=limit)
+    deadline = None if limit is None else time.monotonic() + limit
+    while True:
+        step = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+        try:
+            return process.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            if stop.is_set():
+                raise StopRequested() from None
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+
+
 def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 log: BinaryIO, timeout: float | None, grace: float = DEFAULT_KILL_GRACE,
                 cleanup: Callable[[], None] | None = None,
-                on_start: Callable[[int], None] | None = None) -> Outcome:
+                on_start: Callable[[int], None] | None = None,
+                stop: threading.Event | None = None) -> Outcome:
     """Run `argv` (no shell) to its end, stdout and stderr into `log`; see the module doc.
 
     `on_start(pid)` is called right after the child started. `cleanup` runs after the child
     and its group are gone, whatever happened (the docker target removes a container there).
+    `stop`, once set, stops the command as Ctrl-C would (status interrupted): how the run
+    loop, which runs commands in worker threads, passes on its own interrupt.
     """
     log.flush()
     fd = _log_fd(log)
@@ -112,12 +137,12 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         try:
             if on_start is not None:
                 on_start(process.pid)
-            returncode = process.wait(timeout=limit)
+            returncode = wait_or_stop(process, limit, stop)
         except subprocess.TimeoutExpired:
             stop_process_group(process, signal.SIGTERM, grace)
             outcome = Outcome(TIMEOUT, f"still running after the timeout of {limit:g} s; "
                               "its process group was stopped", process.returncode)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, StopRequested):
             stop_process_group(process, signal.SIGINT, grace)
             outcome = Outcome(INTERRUPTED, "interrupted by the user", process.returncode)
     finally:

@@ -1,16 +1,22 @@
-"""The `slurm` target: one batch job per experiment, submitted with sbatch.
+"""The `slurm` target: batch jobs, submitted with sbatch, one per experiment or as an array.
 
-The job script comes from the Jinja2 template `dlbs/run/templates/sbatch.sh.j2` and is
-written beside the experiment's log (`<log>.sbatch`), so that a user can read it and submit
-it again by hand. The job appends its output to the log. Inside the job, `srun` starts the
-invocation once per task (`Invocation.nodes` x `Invocation.tasks_per_node`); each task gets
-RANK, WORLD_SIZE, LOCAL_RANK and NODE_RANK from SLURM, and the job exports MASTER_ADDR (the
-first node's address) and MASTER_PORT for torchrun's and other frameworks' rendezvous.
+The job script comes from the Jinja2 template `dlbs/run/templates/sbatch.sh.j2` (a job
+array's from `sbatch_array.sh.j2`) and is written beside the experiment's log
+(`<log>.sbatch`), so that a user can read it and submit it again by hand. The job appends its
+output to the log. It runs `slurm.prologue` (the user's shell lines, on purpose), then `srun`
+starts the invocation once per task (`Invocation.nodes` x `Invocation.tasks_per_node`); each
+task gets RANK, WORLD_SIZE, LOCAL_RANK and NODE_RANK from SLURM, and the job exports
+MASTER_ADDR (the first node's address) and MASTER_PORT for the frameworks' rendezvous. Beside
+the benchmark, the first task of every node starts the node monitor
+(`dlbs.monitor.node`, written beside the script as a zipapp that needs no dlbs on the node),
+which writes the node's environment and resource series for the run loop.
 
-Jobs are tracked with `scontrol show job` (sacct only as a fallback: it needs accounting
-storage, which many small clusters and the test cluster lack; the controller keeps finished
-jobs for MinJobAge seconds). Failed, cancelled and timed-out jobs are reported with SLURM's
-state, reason and exit code.
+Many jobs are tracked at once with one `squeue` per look (`states`); a job's final record
+comes from `scontrol show job` (sacct only as a fallback: it needs accounting storage, which
+many small clusters and the test cluster lack; the controller keeps finished jobs for
+MinJobAge seconds). Failed, cancelled and timed-out jobs are reported with SLURM's state,
+reason and exit code. Every submission carries a job name unique to it, so that a run loop
+killed between sbatch's answer and its own bookkeeping can still find the job.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlbs.errors import LaunchError
+from dlbs.monitor.bundle import write_node_monitor
+from dlbs.monitor.node import NODE_FILE_SUFFIX
+from dlbs.monitor.sampling import TAG_VARIABLE
 from dlbs.recipes.container import cli_argv
 from dlbs.recipes.invocation import BatchRequest, Invocation
 from dlbs.run.outcome import CANCELLED, FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
@@ -44,16 +54,42 @@ else:
 TEMPLATE = "sbatch.sh.j2"
 ARRAY_TEMPLATE = "sbatch_array.sh.j2"
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-COMMANDS = ("sbatch", "scontrol", "scancel")
+COMMANDS = ("sbatch", "scontrol", "scancel", "squeue")
 
-#: Each task's ranks, from SLURM's per-task variables (run by `sh -c` before `exec "$@"`).
-TASK_PRELUDE = ('export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" '
-                'LOCAL_RANK="$SLURM_LOCALID" NODE_RANK="$SLURM_NODEID" '
-                'PET_NODE_RANK="$SLURM_NODEID"; ')
+#: What each task runs (`sh -c`, the command as "$@"): its ranks from SLURM's per-task
+#: variables and the node monitor's tag; on a node's first task, the node monitor in the
+#: background (when python3 is there). Without sampling it ends by itself once it wrote the
+#: node's environment; with sampling it is stopped with SIGTERM once the benchmark has ended
+#: and the monitor is ready for it (its file exists: its signal handlers are in place).
+TASK_SCRIPT = (
+    'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
+    'NODE_RANK="$SLURM_NODEID" PET_NODE_RANK="$SLURM_NODEID" '
+    f'{TAG_VARIABLE}="$dlbs_tag.$SLURMD_NODENAME"; '
+    f'dlbs_node_file="$dlbs_log.$SLURMD_NODENAME{NODE_FILE_SUFFIX}"; '
+    'if [ "$SLURM_LOCALID" = 0 ] && command -v python3 >/dev/null 2>&1; then '
+    f'{TAG_VARIABLE}= python3 "$dlbs_node_monitor" --out "$dlbs_node_file" '
+    f'--node "$SLURMD_NODENAME" --tag "${TAG_VARIABLE}" '
+    '--frequency "$dlbs_frequency" --gpus "$dlbs_gpus" & dlbs_monitor=$!; fi; '
+    '"$@"; dlbs_status=$?; '
+    'if [ -n "${dlbs_monitor:-}" ] && [ "$dlbs_frequency" != 0 ]; then dlbs_i=0; '
+    'while [ ! -e "$dlbs_node_file" ] && [ $dlbs_i -lt 200 ] && kill -0 "$dlbs_monitor" '
+    '2>/dev/null; do sleep 0.05; dlbs_i=$((dlbs_i + 1)); done; '
+    'kill -TERM "$dlbs_monitor" 2>/dev/null; fi; '
+    'if [ -n "${dlbs_monitor:-}" ]; then wait "$dlbs_monitor"; fi; '
+    'exit "$dlbs_status"')
 
 #: What each task learns from the job and passes on into a container.
 TASK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
-                  "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES")
+                  "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES",
+                  TAG_VARIABLE)
+
+#: What sbatch says when a submit limit (of the user, the account or the QOS) is reached;
+#: such a refusal is a `SubmitLimit`, to retry once some jobs have ended.
+SUBMIT_LIMIT = re.compile(
+    r"submit limit|MaxSubmitJob|QOSMaxSubmit|AssocMaxSubmit|job count limit|"
+    r"temporarily unable to accept|Resource temporarily unavailable", re.IGNORECASE)
+#: The most experiments one job array takes (SLURM's default MaxArraySize is 1001).
+MAX_ARRAY = 1000
 
 #: Final job states -> outcome status. Anything else (PENDING, RUNNING, COMPLETING, ...)
 #: means the job is not done yet.
@@ -132,6 +168,40 @@ def parse_job_record(text: str) -> dict[str, str]:
     return fields
 
 
+class SubmitLimit(LaunchError):
+    """sbatch refused a submission because a submit limit is reached: retry later."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job's state as one look of `squeue` saw it."""
+
+    state: str
+    reason: str
+    run_seconds: float
+
+    @property
+    def final(self) -> bool:
+        """Whether the job has ended (its state is one of FINAL_STATES)."""
+        return self.state in FINAL_STATES
+
+
+def job_name(token: str) -> str:
+    """The job name dlbs gives a submission: unique, so that it can be found by name."""
+    return f"dlbs-{token}"
+
+
+def node_files(log_path: str) -> list[str]:
+    """The node monitor files of a log (`<log>.<node>.dlbs-node`) that exist now."""
+    folder, name = os.path.split(os.path.abspath(log_path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(os.path.join(folder, entry) for entry in entries
+                  if entry.startswith(name + ".") and entry.endswith(NODE_FILE_SUFFIX))
+
+
 def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
@@ -149,7 +219,7 @@ def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[st
 class SlurmTarget(SchedulerTarget):
     """Batch jobs of a SLURM cluster; see the module doc."""
 
-    summary = "a SLURM batch job per experiment (sbatch, srun; tracked with scontrol)"
+    summary = "SLURM batch jobs, many in flight, arrays where requests agree (sbatch, srun)"
     #: Seconds between two looks at a job: from `poll_min`, growing to `poll_max`.
     poll_min = 0.2
     poll_max = 2.0
@@ -158,6 +228,9 @@ class SlurmTarget(SchedulerTarget):
     #: How long a job may stay pending for a reason in HOPELESS_REASONS before it is
     #: cancelled and reported as a failure (the reason can be transient: nodes down).
     hopeless_after = 60.0
+
+    def __init__(self) -> None:
+        self._monitor_written: set[str] = set()
 
     # -- the request -------------------------------------------------------------------
 
@@ -184,7 +257,10 @@ class SlurmTarget(SchedulerTarget):
         batch = self._batch(invocation)
         return {"nodes": batch.nodes, "ntasks_per_node": batch.ntasks_per_node,
                 "partition": batch.partition, "account": batch.account, "time": batch.time,
-                "gpus_per_node": batch.gpus_per_node or "", "extra_args": batch.extra_args}
+                "gpus_per_node": batch.gpus_per_node or "", "extra_args": batch.extra_args,
+                "cpus_per_task": batch.cpus_per_task or "", "mem": batch.mem,
+                "gres": batch.gres, "qos": batch.qos, "exclusive": batch.exclusive,
+                "prologue": batch.prologue}
 
     def _task(self, invocation: Invocation, log_path: str) -> dict[str, Any]:
         """One experiment's part of a job script: environment, command, log, folder."""
@@ -199,20 +275,30 @@ class SlurmTarget(SchedulerTarget):
                 "argv": self.command(invocation),
                 "srun_nodes": invocation.nodes, "tasks_per_node": invocation.tasks_per_node,
                 "log": os.path.abspath(log_path),
-                "workdir": os.path.abspath(invocation.workdir or os.getcwd())}
+                "workdir": os.path.abspath(invocation.workdir or os.getcwd()),
+                "frequency": f"{invocation.monitor_frequency:g}",
+                "gpus": ",".join(invocation.gpus)}
 
-    def script(self, invocation: Invocation, log_path: str, script_path: str) -> str:
-        """The job script's text."""
+    def script(self, invocation: Invocation, log_path: str, script_path: str,
+               name: str | None = None) -> str:
+        """The job script's text; `name` is the job's name (default: from the label)."""
         header = self._header(invocation)
         task = self._task(invocation, log_path)
         resubmit = " ".join(shlex.quote(t) for t in ["sbatch", *header["extra_args"],
                                                      script_path])
-        job_name = "dlbs-" + _one_line(invocation.label or Path(log_path).stem)
+        job_name = name or "dlbs-" + _one_line(invocation.label or Path(log_path).stem)
         return _environment().get_template(TEMPLATE).render(
             header, task=task, exp_id=task["exp_id"], resubmit=resubmit, job_name=job_name,
-            output=task["log"], workdir=task["workdir"], task_prelude=TASK_PRELUDE)
+            output=task["log"], workdir=task["workdir"], task_script=TASK_SCRIPT,
+            node_monitor=self._node_monitor_path(script_path), node_suffix=NODE_FILE_SUFFIX)
 
-    def array_script(self, entries: Sequence[tuple[Invocation, str]], script_path: str) -> str:
+    @staticmethod
+    def _node_monitor_path(script_path: str) -> str:
+        return os.path.join(os.path.dirname(os.path.abspath(script_path)),
+                            "dlbs-node-monitor.pyz")
+
+    def array_script(self, entries: Sequence[tuple[Invocation, str]], script_path: str,
+                     name: str | None = None) -> str:
         """The script of a job array: task i runs entry i (invocation, log path)."""
         if not entries:
             raise LaunchError("a job array needs at least one experiment")
@@ -231,8 +317,9 @@ class SlurmTarget(SchedulerTarget):
                                                      script_path])
         return _environment().get_template(ARRAY_TEMPLATE).render(
             header, tasks=tasks, resubmit=resubmit,
-            job_name="dlbs-array-" + tasks[0]["exp_id"], output="/dev/null",
-            workdir=tasks[0]["workdir"], task_prelude=TASK_PRELUDE)
+            job_name=name or "dlbs-array-" + tasks[0]["exp_id"], output="/dev/null",
+            workdir=tasks[0]["workdir"], task_script=TASK_SCRIPT,
+            node_monitor=self._node_monitor_path(script_path), node_suffix=NODE_FILE_SUFFIX)
 
     def describe(self, invocation: Invocation) -> dict[str, Any]:
         """The sbatch command line and the script it would submit."""
@@ -274,38 +361,104 @@ class SlurmTarget(SchedulerTarget):
 
     # -- submitting and tracking -------------------------------------------------------
 
-    def submit(self, invocation: Invocation, log_path: str) -> str:
-        """Write `<log_path>.sbatch`, submit it, return the job id."""
+    def submit(self, invocation: Invocation, log_path: str, name: str | None = None) -> str:
+        """Write `<log_path>.sbatch`, submit it, return the job id.
+
+        `name` is the job's name (`job_name(token)`: unique, to find the job by it).
+        Raises `SubmitLimit` when sbatch refuses for a submit limit, else `LaunchError`.
+        """
         script_path = os.path.abspath(log_path) + ".sbatch"
-        text = self.script(invocation, log_path, script_path)
+        self._write_node_monitor(script_path)
+        text = self.script(invocation, log_path, script_path, name)
         atomic_write(script_path, text, permissions=0o755)
         return self._sbatch([*self._batch(invocation).extra_args, script_path],
                             f"the job of experiment {invocation.label}", script_path)
 
     def submit_array(self, entries: Sequence[tuple[Invocation, str]],
-                     script_path: str) -> list[str]:
+                     script_path: str, name: str | None = None) -> list[str]:
         """Submit experiments that share one sbatch request as one job array.
 
         `entries` are (invocation, log path); the script goes to `script_path`.
-        Returns one job id per entry (`<array id>_<index>`), each of which `wait` and
-        `cancel` accept like any other job id. Refuses entries whose requests differ.
+        Returns one job id per entry (`<array id>_<index>`), each of which `wait`, `states`
+        and `cancel` accept like any other job id. Refuses entries whose requests differ,
+        and more than MAX_ARRAY of them.
         """
-        text = self.array_script(entries, script_path)
+        if len(entries) > MAX_ARRAY:
+            raise LaunchError(f"a job array takes at most {MAX_ARRAY} experiments, not "
+                              f"{len(entries)}", hint="submit it in parts")
+        self._write_node_monitor(script_path)
+        text = self.array_script(entries, script_path, name)
         atomic_write(script_path, text, permissions=0o755)
         array_id = self._sbatch([*self._batch(entries[0][0]).extra_args, script_path],
                                 f"the job array of {len(entries)} experiments", script_path)
         return [f"{array_id}_{index}" for index in range(len(entries))]
 
+    def _write_node_monitor(self, script_path: str) -> None:
+        folder = os.path.dirname(os.path.abspath(script_path))
+        if folder not in self._monitor_written:
+            write_node_monitor(folder)
+            self._monitor_written.add(folder)
+
     def _sbatch(self, args: list[str], what: str, script_path: str) -> str:
         result = _run(["sbatch", "--parsable", *args])
         if result.returncode != 0:
-            raise LaunchError(f"sbatch refused {what}: "
-                              f"{_one_line(result.stderr or result.stdout)}",
-                              hint=f"the script is {script_path}")
+            answer = _one_line(result.stderr or result.stdout)
+            error = SubmitLimit if SUBMIT_LIMIT.search(answer) else LaunchError
+            raise error(f"sbatch refused {what}: {answer}", hint=f"the script is {script_path}")
         job_id = result.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise LaunchError(f"sbatch answered {result.stdout.strip()!r}, not a job id")
         return job_id
+
+    def states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
+        """One look at many jobs (`squeue`): the state of each job the controller knows.
+
+        A job missing from the answer has been forgotten (ended more than MinJobAge ago):
+        `final_outcome` asks accounting about it. `LaunchError` when squeue fails.
+        """
+        found: dict[str, JobState] = {}
+        wanted = set(job_ids)
+        for start in range(0, len(job_ids), 500):  # keep each command line short
+            chunk = list(job_ids[start:start + 500])
+            result = _run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(chunk),
+                           "-o", "%i|%T|%r|%M"], timeout=30)
+            if result.returncode != 0:
+                if "Invalid job id" in result.stderr:
+                    continue  # none of these is known any more
+                raise LaunchError(f"squeue failed: {_one_line(result.stderr or result.stdout)}")
+            for line in result.stdout.splitlines():
+                fields = line.strip().split("|")
+                if len(fields) == 4 and fields[0] in wanted:
+                    found[fields[0]] = JobState(fields[1].split()[0] if fields[1] else "UNKNOWN",
+                                                fields[2], _seconds(fields[3]))
+        return found
+
+    def find_by_name(self, name: str) -> list[str]:
+        """Ids of the jobs (array tasks: `<id>_<index>`) called `name` that SLURM still knows."""
+        result = _run(["squeue", "-h", "-r", "-t", "all", "-n", name, "-o", "%i"], timeout=30)
+        if result.returncode != 0:
+            raise LaunchError(f"squeue failed: {_one_line(result.stderr or result.stdout)}")
+        ids = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+        if not ids and shutil.which("sacct"):
+            accounted = _run(["sacct", "-n", "-X", "-P", "--name", name, "-o", "JobID"],
+                             timeout=30)
+            if accounted.returncode == 0:
+                ids = [line.strip() for line in accounted.stdout.splitlines() if line.strip()]
+        return ids
+
+    def final_outcome(self, job_id: str) -> Outcome:
+        """The outcome of a job that has ended (or that the controller forgot)."""
+        record = self.job_record(job_id)
+        if record is None:
+            return self._forgotten(job_id)
+        if record.get("JobState", "").split()[0] not in FINAL_STATES:
+            self._wait_final(job_id)
+            record = self.job_record(job_id) or record
+        state = record.get("JobState", "UNKNOWN").split()[0]
+        if state not in FINAL_STATES:
+            return Outcome(FAILURE, f"SLURM job {job_id} did not end ({state})",
+                           details=_details(job_id, record))
+        return self._outcome(job_id, record)
 
     def job_record(self, job_id: str) -> dict[str, str] | None:
         """The controller's record of a job, or None when it does not know the job."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .registry import Model, create_model, model_ids, register_model
+from .registry import Model, create_model, load_model_file, model_ids, register_model
 
-__all__ = ["Model", "create_model", "model_ids", "register_model"]
+__all__ = ["Model", "create_model", "load_model_file", "model_ids", "register_model"]
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name != "registry":

@@ -7,6 +7,9 @@ is a programming error and raises at import time.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -67,6 +70,22 @@ def register_model(*model_ids: str) -> Callable[[type[Model]], type[Model]]:
         return cls
 
     return decorate
+
+
+def load_model_file(path: str) -> None:
+    """Import a user's Python file that registers more models (`--extra_models`).
+
+    The file imports `register_model` and `Model` from `mxnet_benchmarks.models`.
+    """
+    if not os.path.isfile(path):
+        raise BenchmarkError(f"--extra_models: no such file: {path}")
+    name = f"_dlbs_extra_models_{os.path.splitext(os.path.basename(path))[0]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise BenchmarkError(f"--extra_models: cannot import {path} (not a Python file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
 
 
 def model_ids() -> list[str]:

@@ -5,24 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from helpers_results import experiment
 
 from dlbs.errors import ResultsError
-from dlbs.report import build_report, render
+from dlbs.report import Options, build_report, render
 from dlbs.report.render import record_columns
-from dlbs.results.sources import Record, latest_per_id
+from tests.report.conftest import record, records
+from tests.results.helpers_results import experiment
 
 
-def records(*experiments: dict[str, Any]) -> list[Record]:
-    # Recency = position: later in the list is newer.
-    return [Record(item, "test", float(index)) for index, item in enumerate(experiments)]
-
-
-def cells(kind: str, items: list[Record]) -> dict[tuple[Any, ...], dict[str, Any]]:
+def cells(kind: str, items: list[Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
     report = build_report(items, kind)
     key = "replica_batch" if kind == "weak" else "effective_batch"
     return {(row["model"], row[key], row["gpus"]): row for row in report.records()}
@@ -105,49 +99,48 @@ def test_regular_report_numbers() -> None:
     ]
 
 
-def test_several_experiments_in_one_cell_are_averaged_and_counted() -> None:
+def test_attempts_of_one_experiment_share_a_cell_and_are_counted() -> None:
     table = cells("weak", records(
         experiment("resnet50", 1, 32, 100.0),
-        experiment("resnet50", 2, 32, 104.0, exp_id="run-a"),
-        experiment("resnet50", 2, 32, 106.0, exp_id="run-b"),
-        experiment("resnet50", 2, 32, 108.0, exp_id="run-c"),
+        experiment("resnet50", 2, 32, 104.0, exp_id="x"),
+        experiment("resnet50", 2, 32, 106.0, exp_id="x"),
+        experiment("resnet50", 2, 32, 108.0, exp_id="x"),
     ))
     row = table[("resnet50", 32, 2)]
     assert (row["time_ms"], row["samples"], row["efficiency"]) == (106.0, 3, 94.34)
 
 
-def test_latest_result_of_an_exp_id_wins() -> None:
-    def at(day: int, hour: int) -> float:
-        return datetime(2026, 1, day, hour, tzinfo=UTC).timestamp()
-
-    items = [
-        Record(experiment("resnet50", 1, 32, 100.0, exp_id="base"), "a.log", at(1, 9)),
-        Record(experiment("resnet50", 2, 32, 150.0, exp_id="x"), "b.log", at(1, 10)),
-        # Read before the last one but ended later: recency, not order, decides.
-        Record(experiment("resnet50", 2, 32, 125.0, exp_id="x"), "c.log", at(2, 10)),
-        Record(experiment("resnet50", 2, 32, 200.0, exp_id="x"), "d.log", at(1, 11)),
-    ]
-    report = build_report(items, "weak")
-    row = {r["gpus"]: r for r in report.records()}[2]
-    assert (row["time_ms"], row["samples"], row["efficiency"]) == (125.0, 1, 80.0)
-    assert report.superseded == 2
-
-
-def test_latest_failure_hides_an_older_success() -> None:
+def test_different_experiments_with_the_same_parameters_stay_apart() -> None:
+    # Ids given by hand, nothing else differs: the exp.id column tells them apart.
     report = build_report(records(
+        experiment("resnet50", 1, 32, 100.0, exp_id="run-a"),
+        experiment("resnet50", 1, 32, 110.0, exp_id="run-b"),
+    ), "regular")
+    assert [(r["exp_id"], r["time_ms"], r["samples"]) for r in report.records()] == [
+        ("run-a", 100.0, 1), ("run-b", 110.0, 1)]
+    assert any("exp.id column tells them apart" in note for note in report.footnotes())
+
+
+def test_newest_failure_shows_earlier_ok_attempts_unless_latest() -> None:
+    items = records(
         experiment("resnet50", 1, 32, 100.0, exp_id="x"),
         experiment("resnet50", 1, 32, None, exp_id="x", status="failure"),
-    ), "regular")
-    assert report.records() == [] and report.not_counted == {"failure": 1}
-    assert report.superseded == 1
+    )
+    report = build_report(items, "regular")
+    assert [r["time_ms"] for r in report.records()] == [100.0]
+    assert report.latest_not_ok == 1 and not report.not_counted
+    assert any("newest attempt is not ok" in note for note in report.footnotes())
+    latest = build_report(items, Options(kind="regular", latest=True))
+    assert latest.records() == [] and latest.not_counted == {"failure": 1}
 
 
-def test_latest_per_id_keeps_records_without_an_id() -> None:
-    first = experiment("resnet50", 1, 32, 100.0)
-    second = experiment("resnet50", 1, 32, 110.0)
-    del first["exp.id"], second["exp.id"]
-    kept, dropped = latest_per_id(records(first, second))
-    assert len(kept) == 2 and dropped == 0
+def test_latest_keeps_the_newest_ok_attempt() -> None:
+    items = [record(experiment("resnet50", 1, 32, t, exp_id="x"), recency)
+             for t, recency in ((150.0, 1.0), (125.0, 3.0), (200.0, 2.0))]
+    assert [r["time_ms"] for r in build_report(items, Options(latest=True)).records()] == [
+        125.0]
+    everything = build_report(items, "regular").records()
+    assert [(r["time_ms"], r["samples"]) for r in everything] == [(158.33, 3)]
 
 
 def test_failed_and_incomplete_are_footnoted() -> None:
@@ -181,8 +174,8 @@ def test_cpu_experiments_scale_by_replicas() -> None:
 def test_text_report_shows_the_numbers() -> None:
     text = render(build_report(WEAK, "weak"), "text")
     assert text.startswith("Weak scaling (same replica batch)\n")
-    assert "All rows: dtype float32, phase training, device gpu." in text
-    efficiency = text.split("Efficiency (%), by number of GPUs\n", 1)[1]
+    assert "All rows: framework pytorch, phase training, dtype float32, device gpu." in text
+    efficiency = text.split("efficiency (%), by number of GPUs\n", 1)[1]
     header, rule, first, second = efficiency.splitlines()[:4]
     assert header.split() == ["model", "replica", "batch", "1", "2", "4", "8"]
     assert set(rule) <= {"-", " "}
@@ -199,13 +192,13 @@ def test_markdown_report_rows() -> None:
     assert "| alexnet_owt | 256 | 1280.00 | 2327.27 | 5120.00 | 8533.33 |" in text
 
 
-def test_markdown_shows_samples() -> None:
+def test_markdown_shows_attempt_counts() -> None:
     text = render(build_report(records(
         experiment("resnet50", 1, 32, 100.0, exp_id="a"),
-        experiment("resnet50", 1, 32, 110.0, exp_id="b"),
+        experiment("resnet50", 1, 32, 110.0, exp_id="a"),
     ), "regular"), "markdown")
-    assert "| resnet50 | 32 | 32 | 105.00 (n=2) | 304.76 (n=2) |" in text
-    assert "(n=K): the cell averages the batch times of K experiments." in text
+    assert "| resnet50 | 32 | 32 | 105.00 (n=2) | 305.45 (n=2) |" in text  # mean of 320, 290.9
+    assert "(n=K): the cell combines K ok attempts of one experiment" in text
 
 
 def test_csv_report_is_one_line_per_cell() -> None:
@@ -222,8 +215,10 @@ def test_csv_report_is_one_line_per_cell() -> None:
 def test_json_report_is_versioned() -> None:
     document = json.loads(render(build_report(STRONG, "strong"), "json"))
     assert (document["format"], document["version"], document["type"]) == (
-        "dlbs-report", 1, "strong")
+        "dlbs-report", 2, "strong")
     assert document["counted"] == 5 and document["not_counted"] == {}
+    assert document["row_keys"] == ["exp.model", "exp.effective_batch"]
+    assert document["constants"]["exp.dtype"] == "float16"
     row = next(r for r in document["rows"] if r["gpus"] == 8 and r["effective_batch"] == 256)
     assert (row["speedup"], row["efficiency"]) == (6.67, 83.33)
 
@@ -237,8 +232,8 @@ def test_empty_report_says_so() -> None:
 def test_unknown_type_and_format() -> None:
     with pytest.raises(ResultsError, match="unknown report type 'linear'"):
         build_report([], "linear")
-    with pytest.raises(ResultsError, match="unknown report format 'html'"):
-        render(build_report([], "weak"), "html")
+    with pytest.raises(ResultsError, match="unknown report format 'pdf'"):
+        render(build_report([], "weak"), "pdf")
 
 
 def test_spread_is_reported_and_bounds_what_is_significant() -> None:
@@ -254,3 +249,21 @@ def test_spread_is_reported_and_bounds_what_is_significant() -> None:
     assert by_gpus[4]["time_std_pct"] is None
     assert ("Batch-time spread (std / mean): at most 7.0% (resnet50, 2 GPUs); differences "
             "smaller than the spread are not significant.") in report.footnotes()
+
+
+def test_statistics_come_from_the_per_batch_times() -> None:
+    # The backend's own summary says 50 ms (and a population std); its batches say 40.
+    times = [30.0, 40.0, 50.0]
+    item = experiment("resnet50", 1, 32, 50.0, **{
+        "results.time_data": times, "results.time_std": 8.16496580927726,
+        "results.time_median": 40.0})
+    report = build_report(records(item), Options(columns=[
+        "time", "results.time_median", "time_std", "time_p90", "throughput"]))
+    [row] = report.records()
+    assert (row["time_ms"], row["time_median"], row["time_std"], row["time_p90"]) == (
+        40.0, 40.0, 10.0, 48.0)                        # std with ddof=1; p90 interpolated
+    assert row["throughput"] == 800.0                  # 32 x 1000 / 40
+    [warning] = report.stats_warnings
+    assert warning.startswith("results.time: the backend printed 50.0, its per-batch times "
+                              "give 40")
+    assert any("contradict" in note for note in report.footnotes())

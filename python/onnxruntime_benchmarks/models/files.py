@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
-from .export import cache_path, expected_metadata, export_in_child, log
-from .options import Options
+from ..errors import UserError
+from ..export import cache_path, expected_metadata, export_in_child, log
+from ..options import Options
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,65 @@
+"""Regular expressions of specs: Python's syntax, with a time budget.
+
+Conditions of extensions, `regex` of definitions and `re.*` in expressions all match
+through here. They use the `regex` package, which reads Python's `re` syntax (lookaround and
+backreferences included) and, unlike `re`, stops a match that runs past its timeout: a
+catastrophic pattern such as `(a|aa)+` costs at most `EXPRESSION_SECONDS`, then one error
+(docs/language.md section 7, docs/security.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from dlbs.config.limits import EXPRESSION_SECONDS, MAX_STRING
+from dlbs.errors import ConfigError
+
+Pattern = regex.Pattern
+Match = type(regex.match("", ""))
+
+_compiled: dict[tuple[str, int], Any] = {}
+
+
+def compile_pattern(text: str, flags: int = 0) -> Any:
+    """The compiled `text` (cached); ConfigError with the reason when it is not valid."""
+    key = (text, flags)
+    pattern = _compiled.get(key)
+    if pattern is None:
+        if not isinstance(text, str):
+            raise ConfigError(f"a regular expression is a string, not {text!r}")
+        if len(text) > MAX_STRING:
+            raise ConfigError(f"regular expression of {len(text):,} characters is longer than "
+                              f"{MAX_STRING:,}")
+        try:
+            pattern = regex.compile(text, flags)
+        except (regex.error, ValueError, OverflowError, RecursionError) as error:
+            raise ConfigError(f"invalid regular expression {_short(text)}: "
+                              f"{_reason(error)}") from None
+        _compiled[key] = pattern
+    return pattern
+
+
+def fullmatch(pattern: Any, text: str, timeout: float = EXPRESSION_SECONDS) -> Any:
+    """`pattern.fullmatch(text)` within `timeout` seconds, else ConfigError."""
+    try:
+        return pattern.fullmatch(text, timeout=timeout)
+    except TimeoutError:
+        raise too_slow(pattern, text, timeout) from None
+
+
+def too_slow(pattern: Any, text: str, timeout: float) -> ConfigError:
+    return ConfigError(f"regular expression {_short(pattern.pattern)} took more than "
+                       f"{timeout:g} s on a text of {len(text):,} characters",
+                       hint="simplify the pattern: nested repeats such as (a+)+ or (a|aa)+ "
+                            "backtrack without end")
+
+
+def _short(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def _reason(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__

@@ -1,0 +1,94 @@
+"""Where an experiment may write: its id, its log folder and its log file (docs/security.md).
+
+Checked for every experiment when the plan is made (and when a plan file is read), so that
+no value can steer a run's files outside the folder the user chose:
+- `exp.id` is a plain word (`dlbs.config.names.EXPERIMENT_ID`), whether computed or set;
+- `exp.log_dir`, when the experiment has one, is not empty (an empty folder would put the
+  results database and the lock in `/`);
+- `exp.log_file` is normalised (`logs/./a//b.log` -> `logs/a/b.log`), its parts fit a file
+  system's limits, and a `..` in it may not lead out of `exp.log_dir`. A log file elsewhere
+  is allowed only as an absolute path without `..`: written so on purpose, not assembled
+  from a value such as `exp.model: ../../x`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Any
+
+from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
+from dlbs.config.names import EXPERIMENT_ID_RULE, is_experiment_id
+from dlbs.errors import PlanError
+
+ID = "exp.id"
+LOG_DIR = "exp.log_dir"
+LOG_FILE = "exp.log_file"
+
+
+def contain(experiment: dict[str, Any], label: str) -> None:
+    """Check (and normalise, in place) the experiment's id and log paths; see the module doc.
+
+    `label` says which experiment it is in the error message.
+    """
+    where = f" (experiment: {label})" if label else ""
+    identity = experiment.get(ID)
+    if type(identity) is int:  # a spec without the default declarations may say `exp.id: 7`
+        identity = str(identity)
+    if identity is not None and not is_experiment_id(identity):
+        raise PlanError(f"{ID} {_shown(identity)} is not a valid experiment id{where}",
+                        hint=EXPERIMENT_ID_RULE)
+    folder = experiment.get(LOG_DIR, ...)
+    if folder is not ...:
+        if not isinstance(folder, str) or not folder.strip():
+            raise PlanError(f"{LOG_DIR} is empty{where}",
+                            hint="name the folder of the logs and the results database "
+                                 "(default: logs)")
+        _check_lengths(LOG_DIR, folder, where)
+    log_file = experiment.get(LOG_FILE)
+    if log_file is None:
+        return
+    if not isinstance(log_file, str) or not log_file.strip():
+        raise PlanError(f"{LOG_FILE} is empty{where}")
+    if log_file.endswith("/"):
+        raise PlanError(f"{LOG_FILE} {_shown(log_file)} names a folder, not a file{where}")
+    _check_lengths(LOG_FILE, log_file, where)
+    normal = posixpath.normpath(log_file)
+    if ".." in log_file.split("/") and not _inside(normal, folder):
+        target = f"{LOG_DIR} {_shown(folder)}" if isinstance(folder, str) else "its folder"
+        raise PlanError(f"{LOG_FILE} {_shown(log_file)} leads out of {target} through "
+                        f"'..'{where}",
+                        hint="a value such as exp.id or exp.model must not hold '..' or '/'; "
+                             "a log file elsewhere is an absolute path without '..'")
+    if normal != log_file:
+        experiment[LOG_FILE] = normal
+
+
+def _inside(path: str, folder: Any) -> bool:
+    """Whether the normalised `path` is in `folder` (a relative path: in the working folder)."""
+    if not isinstance(folder, str):
+        return not path.startswith("../") and path != ".." and not os.path.isabs(path)
+    base = posixpath.normpath(folder)
+    if os.path.isabs(path) != os.path.isabs(base):
+        base, path = os.path.abspath(base), os.path.abspath(path)
+    return base == "." and not path.startswith("../") and path != ".." or \
+        path.startswith(base.rstrip("/") + "/")
+
+
+def _check_lengths(name: str, path: str, where: str) -> None:
+    encoded = path.encode("utf-8", "surrogateescape")
+    if len(encoded) > MAX_PATH_BYTES:
+        raise PlanError(f"{name} is {len(encoded):,} bytes long, more than the {MAX_PATH_BYTES:,}"
+                        f" a path may have{where}",
+                        hint="shorten the values that make up the path")
+    for part in encoded.split(b"/"):
+        if len(part) > MAX_FILE_NAME_BYTES:
+            raise PlanError(f"{name} has a file name of {len(part):,} bytes, more than the "
+                            f"{MAX_FILE_NAME_BYTES} a file system allows{where}",
+                            hint="shorten the values that make up the name "
+                                 "(exp.model, exp.id, ...)")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

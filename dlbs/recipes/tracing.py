@@ -1,0 +1,54 @@
+"""The backend's tracing flags and the trace folder's mount (docs/tracing.md).
+
+The recipe appends `--trace_level`, `--trace_batches` and `--trace_file` to the backend's
+`<fw>.args` when `exp.trace_level` is not none (configs/03-trace.yaml says why these are not
+in `<fw>.args`). The trace file is passed as an absolute path, and a container sees the
+trace's folder at that same path, so the path the backend prints (`results.trace_file`) is
+the host's, whatever the target: bare metal, a container, a SLURM job on a shared file system.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dlbs.errors import LaunchError
+from dlbs.recipes.invocation import Mount, experiment_label
+
+LEVEL, BATCHES, FILE = "exp.trace_level", "exp.trace_batches", "exp.trace_file"
+NO_TRACE = "none"
+
+
+def traces(experiment: Mapping[str, Any]) -> bool:
+    """Whether the experiment asks for a trace."""
+    return str(experiment.get(LEVEL) or NO_TRACE) != NO_TRACE
+
+
+def trace_path(experiment: Mapping[str, Any]) -> str:
+    """The trace's absolute path (`exp.trace_file`, relative to where dlbs runs)."""
+    path = str(experiment.get(FILE) or "")
+    if not path:
+        raise LaunchError(f"experiment {experiment_label(experiment)}: exp.trace_level is "
+                          f"{experiment.get(LEVEL)}, but exp.trace_file is empty",
+                          hint="leave exp.trace_file at its default (beside the log)")
+    return os.path.abspath(path)
+
+
+def trace_flags(experiment: Mapping[str, Any]) -> list[str]:
+    """The backend's tracing flags (none when the experiment does not trace)."""
+    if not traces(experiment):
+        return []
+    return ["--trace_level", str(experiment[LEVEL]),
+            "--trace_batches", str(experiment.get(BATCHES, 5)),
+            "--trace_file", trace_path(experiment)]
+
+
+def trace_mounts(experiment: Mapping[str, Any], mounted: Sequence[Mount] = ()) -> list[Mount]:
+    """The trace's folder, shown to a container at the same path, unless `mounted` has it."""
+    if not traces(experiment):
+        return []
+    folder = os.path.dirname(trace_path(experiment))
+    if any(mount.container == folder and not mount.read_only for mount in mounted):
+        return []
+    return [Mount(host=folder, container=folder)]

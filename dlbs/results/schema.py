@@ -1,0 +1,152 @@
+"""The layout of a results database, its version, and the migrations from older versions.
+
+Version 1: `attempts` (one row per attempt), the `experiments` view, `oom_limits`.
+Version 2 adds to each attempt its summary (summary.py: the statistics engine's values, the
+monitor's summaries, the scalar results) as JSON and as columns, the per-batch times packed
+as a BLOB, and its parameters as a reference to a shared base plus its differences
+(params_delta.py); table `param_bases` holds the bases. docs/results.md documents it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from dlbs.results import stats
+from dlbs.results.params_delta import BaseChooser
+from dlbs.results.summary import summarize
+
+SCHEMA_VERSION = 2
+# PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
+APPLICATION_ID = 0x646C6273
+
+# Columns version 2 added to `attempts`, in order.
+ADDED_COLUMNS = """
+    summary     TEXT,
+    time_data   BLOB,
+    time_count  INTEGER,
+    time_mean   REAL,
+    time_std    REAL,
+    time_median REAL,
+    time_p90    REAL,
+    time_p95    REAL,
+    time_p99    REAL,
+    time_min    REAL,
+    time_max    REAL,
+    throughput  REAL,
+    stats_warnings TEXT,
+    param_base  INTEGER,
+    param_delta TEXT"""
+ADDED_NAMES = [line.split()[0] for line in ADDED_COLUMNS.strip().split(",\n")]
+SUMMARY_NAMES = ADDED_NAMES[:13]
+# Which summary key fills each number column (the whole summary is the JSON column).
+SUMMARY_COLUMN_KEYS = {
+    "time_count": "results.time_count", "time_mean": "results.time",
+    "time_std": "results.time_std", "time_median": "results.time_median",
+    "time_p90": "results.time_p90", "time_p95": "results.time_p95",
+    "time_p99": "results.time_p99", "time_min": "results.time_min",
+    "time_max": "results.time_max", "throughput": "results.throughput",
+}
+_VIEW = """CREATE VIEW experiments AS
+    SELECT a.* FROM attempts AS a
+    WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
+_BASES = """CREATE TABLE param_bases (
+    id          INTEGER PRIMARY KEY,
+    params      TEXT    NOT NULL
+)"""
+# Changing the layout means SCHEMA_VERSION + 1 and a MIGRATIONS entry (the status list is
+# spelled out, not taken from STATUSES, for that reason).
+SCHEMA = f"""
+CREATE TABLE attempts (
+    exp_id      TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    status      TEXT    CHECK (status IS NULL OR status IN
+                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
+    status_msg  TEXT,
+    params      TEXT    NOT NULL,
+    results     TEXT,
+    log_path    TEXT,
+    environment TEXT,
+    job_id      TEXT,
+    started_at  TEXT    NOT NULL,
+    ended_at    TEXT,{ADDED_COLUMNS},
+    PRIMARY KEY (exp_id, attempt),
+    CHECK ((status IS NULL) = (ended_at IS NULL))
+);
+CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL;
+{_VIEW};
+{_BASES};
+CREATE TABLE oom_limits (
+    framework     TEXT    NOT NULL,
+    device_type   TEXT    NOT NULL,
+    model         TEXT    NOT NULL,
+    dtype         TEXT    NOT NULL,
+    phase         TEXT    NOT NULL,
+    replica_batch INTEGER NOT NULL,
+    exp_id        TEXT,
+    recorded_at   TEXT    NOT NULL,
+    PRIMARY KEY (framework, device_type, model, dtype, phase)
+);
+"""
+
+
+def dumps(value: Any) -> str:
+    """JSON as the store writes it: keys sorted; a value of an odd type kept as its text."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def summary_row(params: Mapping[str, Any], results: Mapping[str, Any] | None,
+                started_at: str | None) -> tuple[Any, ...]:
+    """Values of the summary columns (SUMMARY_NAMES' order) of one attempt's results."""
+    if results is None:
+        return (None,) * len(SUMMARY_NAMES)
+    summary = summarize(params, results, started_at)
+    samples = stats.finite_samples(results.get(stats.SAMPLES_KEY))
+    numbers = tuple(_number(summary.get(key)) for key in SUMMARY_COLUMN_KEYS.values())
+    warnings = summary.get(stats.WARNINGS_KEY)
+    return (dumps(summary), stats.pack_samples(samples), *numbers,
+            dumps(warnings) if warnings else None)
+
+
+def param_columns(conn: sqlite3.Connection, chooser: BaseChooser,
+                  params: Mapping[str, Any]) -> tuple[int, str]:
+    """(param_base, param_delta) of `params`: a remembered base, or a new one stored now."""
+    chosen = chooser.choose(params)
+    if chosen is None:
+        cursor = conn.execute("INSERT INTO param_bases (params) VALUES (?)",
+                              (orjson.dumps(dict(params), default=str).decode(),))
+        base_id = int(cursor.lastrowid or 0)
+        chooser.remember(base_id, params)
+        return base_id, "[{}, []]"
+    base_id, changed, removed = chosen
+    return base_id, orjson.dumps([changed, removed], default=str).decode()
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Version 2: summary columns and parameter bases, computed now for every attempt."""
+    for definition in ADDED_COLUMNS.strip().split(",\n"):
+        conn.execute(f"ALTER TABLE attempts ADD COLUMN {definition.strip()}")
+    conn.execute("DROP VIEW experiments")
+    conn.execute(_VIEW)
+    conn.execute(_BASES)
+    chooser = BaseChooser()
+    assignments = ", ".join(f"{name} = ?" for name in ADDED_NAMES)
+    rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
+                        "ORDER BY started_at, exp_id, attempt").fetchall()
+    for rowid, params_text, results_text, started_at in rows:
+        params = orjson.loads(params_text)
+        results = None if results_text is None else orjson.loads(results_text)
+        conn.execute(f"UPDATE attempts SET {assignments} WHERE rowid = ?",
+                     (*summary_row(params, results, started_at),
+                      *param_columns(conn, chooser, params), rowid))
+
+
+# version N -> function that upgrades a database from N to N + 1 inside a transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}

@@ -1,0 +1,106 @@
+"""Which trace file a `dlbs trace` argument means: a trace, a log, or a results database.
+
+- A gzip file or a JSON file is the trace itself.
+- A results database (SQLite) needs the experiment's id (`--id`), unless one experiment
+  alone has a trace; its newest attempt that wrote a trace gives `results.trace_file`.
+- Anything else is read as a log: its `results.trace_file` line, which the backend prints
+  once it has written the trace.
+A relative path in a log or a database is found from the current folder first, then from the
+folder of the log or database.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dlbs.results.protocol import parse_log
+from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.traces.reader import GZIP_MAGIC, TraceError
+
+TRACE_KEY = "results.trace_file"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A trace file and where it was named (for titles and messages)."""
+
+    path: str
+    source: str
+    exp_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.source} (experiment {self.exp_id})" if self.exp_id else self.source
+
+
+def locate(source: str, exp_id: str | None = None) -> Located:
+    """The trace that `source` (and, for a database, `exp_id`) names."""
+    if not os.path.exists(source):
+        raise TraceError(f"{source}: no such file")
+    if os.path.isdir(source):
+        raise TraceError(f"{source} is a folder", hint="name a log, a trace or a results "
+                                                       "database")
+    if is_sqlite_file(source):
+        return _from_database(source, exp_id)
+    if exp_id is not None:
+        raise TraceError(f"--id {exp_id}: {source} is not a results database",
+                         hint="--id selects an experiment of a results database")
+    if _looks_like_trace(source):
+        return Located(source, source)
+    return _from_log(source)
+
+
+def _looks_like_trace(path: str) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(4096)
+    except OSError as error:
+        raise TraceError(f"cannot read {path}: {error.strerror}") from None
+    return head.startswith(GZIP_MAGIC) or head.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+
+
+def _from_log(path: str) -> Located:
+    values = parse_log(path).values
+    trace = values.get(TRACE_KEY)
+    if not isinstance(trace, str) or not trace:
+        level = values.get("exp.trace_level")
+        why = f" (exp.trace_level is {level})" if level in (None, "none") and \
+            "exp.trace_level" in values else ""
+        raise TraceError(f"the log {path} names no trace file ({TRACE_KEY}){why}",
+                         hint="run the experiment with exp.trace_level set (docs/tracing.md)")
+    return Located(_existing(trace, path), path, values.get("exp.id"))
+
+
+def _from_database(path: str, exp_id: str | None) -> Located:
+    with ResultsStore(path, create=False) as store:
+        attempts = store.attempts(exp_id) if exp_id else store.attempts()
+    traced = [a for a in attempts if isinstance(a.results.get(TRACE_KEY), str)
+              and a.results[TRACE_KEY]]
+    if exp_id is None:
+        ids = sorted({attempt.exp_id for attempt in traced})
+        if len(ids) != 1:
+            listed = ", ".join(ids[:10]) + (" ..." if len(ids) > 10 else "")
+            raise TraceError(f"{path}: {len(ids)} experiments have traces"
+                             + (f" ({listed})" if ids else ""),
+                             hint="choose one with --id EXP_ID" if ids else
+                             "run an experiment with exp.trace_level set (docs/tracing.md)")
+        exp_id = ids[0]
+    elif not attempts:
+        raise TraceError(f"{path} holds no experiment {exp_id}")
+    if not traced:
+        raise TraceError(f"experiment {exp_id} in {path} has no trace ({TRACE_KEY})",
+                         hint="run it with exp.trace_level set and exp.rerun always")
+    newest = max(traced, key=lambda attempt: attempt.attempt)
+    return Located(_existing(newest.results[TRACE_KEY], path), path, exp_id)
+
+
+def _existing(trace: str, named_in: str) -> str:
+    """`trace` as found from here, else from the folder of the file that names it."""
+    candidates = [trace]
+    if not os.path.isabs(trace):
+        candidates.append(os.path.join(os.path.dirname(os.path.abspath(named_in)), trace))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return candidate
+    raise TraceError(f"the trace file {trace} named in {named_in} does not exist")

@@ -1,0 +1,89 @@
+"""Top-1 and top-5 over a dataset, every sample exactly once, and the predictions file."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+
+class LabelsError(ValueError):
+    """A class-name file that cannot be used."""
+
+
+def read_labels(path: str, num_classes: int) -> list[str]:
+    """Class names, one a line (line i names class i); blank lines at the end are ignored."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            names = [line.rstrip("\r\n") for line in handle]
+    except OSError as error:
+        raise LabelsError(f"--labels {path}: cannot read it: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise LabelsError(f"--labels {path}: not UTF-8 text") from None
+    while names and not names[-1].strip():
+        names.pop()
+    if len(names) < num_classes:
+        raise LabelsError(f"--labels {path}: {len(names)} class names for a model of "
+                          f"{num_classes} classes")
+    return names
+
+
+def top_entries(classes: Sequence[int], probabilities: Sequence[float],
+                names: Sequence[str] | None) -> list[dict[str, object]]:
+    """The best classes as JSON objects: class, probability and (with names) name."""
+    entries: list[dict[str, object]] = []
+    for cls, probability in zip(classes, probabilities):
+        entry: dict[str, object] = {"class": int(cls), "probability": float(probability)}
+        if names is not None:
+            entry["name"] = names[int(cls)]
+        entries.append(entry)
+    return entries
+
+
+class AccuracyCounter:
+    """Counts top-1/top-5 hits and how often each sample was classified."""
+
+    def __init__(self, total: int, keep_predictions: bool) -> None:
+        self.total = total
+        self.seen = [0] * total
+        self.top1 = 0
+        self.top5 = 0
+        self.predictions: dict[int, tuple] | None = {} if keep_predictions else None
+
+    def add(self, index: int, label: int, classes: Sequence[int],
+            probabilities: Sequence[float]) -> None:
+        """One sample's answer."""
+        self.seen[index] += 1
+        best = [int(c) for c in classes]
+        self.top1 += bool(best) and best[0] == label
+        self.top5 += label in best[:5]
+        if self.predictions is not None:
+            self.predictions[index] = (label, best, [float(p) for p in probabilities])
+
+    def check_each_once(self) -> None:
+        """Raise RuntimeError unless every sample was classified exactly once."""
+        missing = sum(1 for count in self.seen if count == 0)
+        repeated = sum(1 for count in self.seen if count > 1)
+        if missing or repeated:
+            raise RuntimeError(f"accuracy: {missing} of {self.total} samples were never "
+                               f"classified and {repeated} more than once")
+
+    def results(self) -> dict[str, float]:
+        """`results.top1`, `results.top5` (fractions) and `results.num_samples`."""
+        return {"results.top1": self.top1 / self.total, "results.top5": self.top5 / self.total,
+                "results.num_samples": self.total}
+
+    def write_predictions(self, path: str, top: int, names: Sequence[str] | None,
+                          sample_name) -> None:
+        """One JSON line per sample, in sample order; written whole or not at all."""
+        assert self.predictions is not None
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        partial = f"{path}.partial"
+        with open(partial, "w", encoding="utf-8") as out:
+            for index in sorted(self.predictions):
+                label, classes, probabilities = self.predictions[index]
+                line = {"sample": index, "name": sample_name(index), "label": label,
+                        "top": top_entries(classes[:top], probabilities[:top], names)}
+                out.write(json.dumps(line) + "\n")
+        os.replace(partial, path)

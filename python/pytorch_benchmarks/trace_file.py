@@ -1,0 +1,207 @@
+"""The Chrome trace the traced pass writes (docs/tracing.md "The trace file"); stdlib only.
+
+The traced pass names its own spans `<category>::<name>` (`dlbs.layer::layer1.0.conv1`), the
+only label `torch.profiler.record_function` takes. `finish_events` turns those back into the
+span's category and name and adds what the views read from a span's `args`:
+- every step span its `batch`, every phase and layer span the batch it is in;
+- every layer span its `parent` (the enclosing layer span's name, "" at the top), `depth`,
+  and the module's `type` and `path`;
+- every kernel, copy and memset (`kernel`, `gpu_memcpy`, `gpu_memset`) the layer, operator and
+  phase that launched it (`dlbs.layer`, `dlbs.operator`, `dlbs.phase`): the CUDA runtime call
+  with the same correlation id gives the host thread and time of the launch; the innermost
+  layer and operator spans around it give the layer and operator. A backward kernel has no
+  layer span around it: its autograd node's sequence number names the forward operator that
+  made it, and that operator's layer is the kernel's.
+`write_trace` writes the file: gzip-compressed, the `dlbs` metadata first (so a reader finds
+it without reading the events), to a temporary file that is renamed over the target.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+FORMAT_VERSION = 1
+SEPARATOR = "::"
+STEP, PHASE, LAYER = "dlbs.step", "dlbs.phase", "dlbs.layer"
+SPAN_CATEGORIES = (STEP, PHASE, LAYER)
+KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+#: A parent sorts before a child that starts at the same time (steps hold phases hold layers).
+_ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
+#: Timestamps are microseconds with three decimals: spans that nest may differ by rounding.
+_EPSILON = 0.002
+
+Event = dict[str, Any]
+
+
+def span_label(category: str, name: str) -> str:
+    """The label a span is recorded under: `<category>::<name>`."""
+    return f"{category}{SEPARATOR}{name}"
+
+
+def _split_label(name: str) -> tuple[str, str] | None:
+    category, separator, rest = name.partition(SEPARATOR)
+    if separator and category in SPAN_CATEGORIES:
+        return category, rest
+    return None
+
+
+def finish_events(events: list[Event], layers: dict[str, dict[str, str]]) -> list[Event]:
+    """Relabel dlbs's spans, annotate spans and kernels (module doc); returns `events`."""
+    for event in events:
+        label = _split_label(str(event.get("name", "")))
+        if label is None:
+            continue
+        category, name = label
+        event["name"] = name
+        if event.get("cat") == "user_annotation" or event.get("cat") in SPAN_CATEGORIES:
+            event["cat"] = category
+        else:  # gpu_user_annotation: the span's extent on the GPU, kept with torch's category
+            event.setdefault("args", {})["dlbs.span"] = category
+    nest_spans(events, layers)
+    if any(event.get("cat") in KERNEL_CATEGORIES for event in events):
+        attribute_kernels(events)
+    return events
+
+
+def _is_span(event: Event) -> bool:
+    return event.get("ph") == "X" and isinstance(event.get("ts"), int | float) and \
+        isinstance(event.get("dur"), int | float)
+
+
+def _threads(events: Iterable[Event], wanted: Any) -> dict[tuple[Any, Any], list[Event]]:
+    by_thread: dict[tuple[Any, Any], list[Event]] = {}
+    for event in events:
+        if _is_span(event) and wanted(event):
+            by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    for spans in by_thread.values():
+        spans.sort(key=lambda e: (e["ts"], -e["dur"], _ORDER.get(e.get("cat"), 3)))
+    return by_thread
+
+
+def nest_spans(events: list[Event], layers: dict[str, dict[str, str]]) -> None:
+    """batch, parent and depth of dlbs's spans, from how they nest on their thread."""
+    spans_by_thread = _threads(events, lambda e: e.get("cat") in SPAN_CATEGORIES)
+    for spans in spans_by_thread.values():
+        open_spans: list[Event] = []
+        batch = -1
+        for span in spans:
+            while open_spans and span["ts"] >= _end(open_spans[-1]) - _EPSILON:
+                open_spans.pop()
+            while open_spans and _end(span) > _end(open_spans[-1]) + _EPSILON:
+                open_spans.pop()  # overlaps without nesting: not its parent
+            args = span.setdefault("args", {})
+            if span["cat"] == STEP:
+                batch += 1
+                args["batch"] = batch
+            elif batch >= 0 and any(outer["cat"] == STEP for outer in open_spans):
+                args["batch"] = batch
+            if span["cat"] == LAYER:
+                enclosing = [outer for outer in open_spans if outer["cat"] == LAYER]
+                args["parent"] = enclosing[-1]["name"] if enclosing else ""
+                args["depth"] = len(enclosing)
+                args.update(layers.get(span["name"], {}))
+            open_spans.append(span)
+
+
+def _end(event: Event) -> float:
+    return event["ts"] + event["dur"]
+
+
+def attribute_kernels(events: list[Event]) -> None:
+    """`dlbs.layer`, `dlbs.operator` and `dlbs.phase` of each kernel, copy and memset."""
+    phases = sorted((e["ts"], _end(e), e["name"]) for e in events
+                    if _is_span(e) and e.get("cat") == PHASE)
+    phase_starts = [start for start, _, _ in phases]
+    launches: dict[Any, tuple[str, str, float]] = {}
+    forward_layers: dict[Any, str] = {}
+    host = _threads(events, lambda e: e.get("cat") in ("cpu_op", LAYER, "cuda_runtime",
+                                                       "cuda_driver"))
+    deferred: list[tuple[Any, Event | None, float]] = []
+    for spans in host.values():
+        open_spans: list[Event] = []
+        for span in spans:
+            while open_spans and span["ts"] >= _end(open_spans[-1]) - _EPSILON:
+                open_spans.pop()
+            layer = next((s["name"] for s in reversed(open_spans) if s.get("cat") == LAYER), "")
+            if span.get("cat") == "cpu_op":
+                sequence = span.get("args", {}).get("Sequence number")
+                if sequence is not None and layer:
+                    forward_layers.setdefault(sequence, layer)
+            elif span.get("cat") in ("cuda_runtime", "cuda_driver"):
+                correlation = span.get("args", {}).get("correlation")
+                operator = next((s for s in reversed(open_spans) if s.get("cat") == "cpu_op"),
+                                None)
+                if correlation is not None and layer:
+                    launches[correlation] = (layer, str(operator["name"]) if operator else "",
+                                             span["ts"])
+                elif correlation is not None:
+                    autograd = next((s for s in reversed(open_spans) if s.get("cat") == "cpu_op"
+                                     and "Sequence number" in s.get("args", {})), None)
+                    deferred.append((correlation, autograd, span["ts"]))
+                    launches[correlation] = ("", str(operator["name"]) if operator else "",
+                                             span["ts"])
+            open_spans.append(span)
+    for correlation, autograd, ts in deferred:  # backward: the layer of the forward operator
+        if autograd is not None:
+            layer = forward_layers.get(autograd["args"]["Sequence number"], "")
+            launches[correlation] = (layer, launches[correlation][1], ts)
+    for event in events:
+        if event.get("cat") not in KERNEL_CATEGORIES:
+            continue
+        args = event.setdefault("args", {})
+        layer, operator, launched = launches.get(args.get("correlation"),
+                                                 ("", "", event.get("ts", 0.0)))
+        args["dlbs.layer"] = layer
+        args["dlbs.operator"] = operator
+        index = bisect.bisect_right(phase_starts, launched) - 1
+        if index >= 0 and launched <= phases[index][1]:
+            args["dlbs.phase"] = phases[index][2]
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or Infinity: such a number becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _dumps(event: Event) -> str:
+    try:
+        return json.dumps(event, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(event), allow_nan=False)
+
+
+def write_trace(path: str, meta: dict[str, Any], events: Iterable[Event]) -> None:
+    """Write the trace (module doc); a failure leaves nothing at `path` but what was there."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                         dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as packed:
+                packed.write(f'{{"dlbs": {_dumps({"format": FORMAT_VERSION, **meta})}, '
+                             f'"displayTimeUnit": "ms", "traceEvents": [\n'.encode())
+                first = True
+                for event in events:
+                    packed.write((("" if first else ",\n") + _dumps(event)).encode())
+                    first = False
+                packed.write(b"\n]}\n")
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -1,0 +1,18 @@
+"""Fixtures of the evaluation tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def run_dlbs(dlbs_cli, tmp_path: Path):
+    """`dlbs` as a user runs it, in tmp_path (logs land in tmp_path/logs)."""
+
+    def run(*args: str, timeout: float = 300):
+        return dlbs_cli(*args, cwd=tmp_path, timeout=timeout,
+                        env={"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""})
+
+    return run

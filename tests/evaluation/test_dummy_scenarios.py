@@ -1,0 +1,170 @@
+"""LoadGen's numbers against known service times: the dummy backend sleeps `--sleep` a batch.
+
+A batch never takes less than its sleep, and a loaded 2-core machine may make it take more,
+so each bound below is what the scenario's arithmetic allows, with room above for a slow
+machine, never a tight time bound.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from evaluation_helpers import run_backend
+
+SERVICE_S = 0.02  # seconds per batch
+BATCH = 4
+CAPACITY = BATCH / SERVICE_S  # samples per second when batches run back to back
+QUICK = ["--sleep", str(SERVICE_S), "--batch_size", str(BATCH), "--num_warmup_batches", "1",
+         "--min_duration_s", "0.5", "--min_query_count", "10"]
+
+
+def scenario(tmp_path: Path, name: str, *flags: str):
+    run = run_backend("dummy", "--scenario", name, *QUICK, "--loadgen_dir",
+                      str(tmp_path / "loadgen"), *flags)
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert run.values["results.status"] == "ok"
+    return run.values
+
+
+def test_single_stream_latency_is_the_service_time(tmp_path):
+    values = scenario(tmp_path, "single_stream")
+    service_ms = SERVICE_S * 1000
+    assert service_ms <= values["results.latency_p50"] < 1.5 * service_ms
+    assert values["results.latency_p50"] <= values["results.latency_p90"] <= \
+        values["results.latency_p99"] <= values["results.latency_p999"]
+    # One sample per query, back to back: the rate is one over the latency.
+    assert values["results.qps"] == pytest.approx(1000 / values["results.latency_mean"], rel=0.1)
+    assert values["results.num_samples"] >= 10
+    assert values["results.throughput"] == values["results.qps"]
+    for name in ("mlperf_log_summary.txt", "mlperf_log_detail.txt", "mlperf_log_trace.json"):
+        assert (tmp_path / "loadgen" / name).is_file(), name
+    assert values["results.loadgen_log_dir"] == str(tmp_path / "loadgen")
+
+
+def test_multi_stream_query_is_one_batch(tmp_path):
+    values = scenario(tmp_path, "multi_stream")
+    assert SERVICE_S * 1000 <= values["results.latency_p50"] < 1.5 * SERVICE_S * 1000
+    assert values["results.num_samples"] % BATCH == 0
+    assert values["results.qps"] <= CAPACITY * 1.01
+
+
+def test_offline_rate_is_batch_over_service_time(tmp_path):
+    values = scenario(tmp_path, "offline")
+    assert 0.6 * CAPACITY < values["results.qps"] <= CAPACITY * 1.01
+    # The expected rate was measured first, so LoadGen ran for at least the minimum duration.
+    assert values["results.loadgen_valid"] is True
+
+
+def test_server_below_capacity_meets_its_bound(tmp_path):
+    rate = 0.2 * CAPACITY
+    values = scenario(tmp_path, "server", "--target_qps", str(rate), "--latency_bound_ms", "500")
+    assert values["results.target_qps"] == rate
+    assert values["results.latency_bound_met"] is True
+    # A query waits at most for the batch in service, then is served in the next one.
+    assert SERVICE_S * 1000 <= values["results.latency_p50"] < 3 * SERVICE_S * 1000
+    assert values["results.qps"] == pytest.approx(rate, rel=0.5)
+
+
+def test_server_above_capacity_breaks_its_bound(tmp_path):
+    values = scenario(tmp_path, "server", "--target_qps", str(3 * CAPACITY),
+                      "--latency_bound_ms", str(2 * SERVICE_S * 1000))
+    assert values["results.latency_bound_met"] is False
+    assert values["results.qps"] <= CAPACITY * 1.01
+
+
+def test_max_qps_finds_the_capacity(tmp_path):
+    bound_ms = 200.0
+    duration_s = 0.5
+    values = scenario(tmp_path, "max_qps", "--latency_bound_ms", str(bound_ms),
+                      "--min_duration_s", str(duration_s))
+    # It started from one over the batch-1 latency (a batch takes SERVICE_S whatever its size).
+    assert values["results.target_qps"] <= 1 / SERVICE_S * 1.01
+    # Above the capacity the queue grows by (rate - capacity) x duration, which the bound
+    # tolerates only while that backlog drains within it.
+    assert 0.3 * CAPACITY < values["results.max_qps"] < \
+        CAPACITY * (1 + bound_ms / 1000 / duration_s) * 1.1
+    assert values["results.latency_bound_met"] is True
+    assert values["results.latency_p99"] <= bound_ms
+
+
+def test_max_qps_halves_a_start_that_breaks_the_bound(tmp_path):
+    # A bound just above the service time: the first start (one over the batch-1 latency)
+    # queues and breaks it, so a halved one is tried, and the rejected logs are kept aside.
+    run = run_backend("dummy", "--scenario", "max_qps", "--sleep", "0.02", "--batch_size", "1",
+                      "--min_duration_s", "0.4", "--min_query_count", "5",
+                      "--latency_bound_ms", "30", "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert "halving" in run.stdout
+    assert list((tmp_path / "lg").glob("start1_mlperf_log_detail.txt"))
+    assert run.values["results.max_qps"] < 50  # one 20 ms batch of one sample at a time
+
+
+def test_accuracy_classifies_every_sample_once(tmp_path):
+    predictions = tmp_path / "out" / "predictions.jsonl"
+    values = scenario(tmp_path, "accuracy", "--num_samples", "1000", "--sleep", "0",
+                      "--predictions_file", str(predictions))
+    # The dummy ranks the true class second for every fourth sample (i % 4 == 3).
+    assert values["results.top1"] == 0.75
+    assert values["results.top5"] == 1.0
+    assert values["results.num_samples"] == 1000
+    assert values["results.predictions_file"] == str(predictions)
+    lines = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert [line["sample"] for line in lines] == list(range(1000))
+    assert lines[3]["label"] == 3 and lines[3]["top"][1]["class"] == 3
+    assert len(lines[0]["top"]) == 5
+    # LoadGen's own accuracy log holds each answer too: the top-5 classes as int32.
+    log = json.loads((tmp_path / "loadgen" / "mlperf_log_accuracy.json").read_text())
+    assert sorted(entry["qsl_idx"] for entry in log) == list(range(1000))
+
+
+def test_accuracy_over_several_loads_of_the_library(tmp_path):
+    # More samples than are resident at once (1024): LoadGen loads the library in parts.
+    values = scenario(tmp_path, "accuracy", "--num_samples", "2500", "--sleep", "0",
+                      "--batch_size", "64")
+    assert values["results.num_samples"] == 2500
+    assert values["results.top1"] == pytest.approx(0.75, abs=1 / 2500)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--scenario", "server"], "--target_qps > 0"),
+    (["--scenario", "max_qps", "--latency_bound_ms", "0"], "--latency_bound_ms > 0"),
+    (["--scenario", "offline", "--latency_percentile", "100"], "--latency_percentile"),
+    (["--scenario", "offline", "--num_samples", "0"], "--num_samples"),
+    (["--scenario", "warp"], "invalid choice"),
+    (["--predict", "x.jpg", "--scenario", "offline"], "--predict"),
+])
+def test_bad_evaluation_flags_are_one_line(flags, message):
+    run = run_backend("dummy", *flags)
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr
+    assert run.stderr.count("\n") == 1
+    assert run.values["results.status"] == "failure"
+
+
+def test_benchmark_mode_runs_without_loadgen_or_site_packages(tmp_path):
+    # The evaluation flags are parsed by benchmark_common (standard library): the dummy's
+    # own loop still runs on a bare python3.
+    import subprocess
+    import sys
+
+    from evaluation_helpers import BACKENDS
+
+    done = subprocess.run([sys.executable, "-I", "-S", str(BACKENDS["dummy"]), "--sleep", "0",
+                           "--num_batches", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert '__results.status__="ok"' in done.stdout
+
+
+def test_a_scenario_without_loadgen_says_how_to_install_it():
+    import subprocess
+    import sys
+
+    from evaluation_helpers import BACKENDS
+
+    done = subprocess.run([sys.executable, "-I", "-S", str(BACKENDS["dummy"]), "--scenario",
+                           "offline"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "pip install mlcommons-loadgen==6.0.17" in done.stderr
+    assert "Traceback" not in done.stderr
