@@ -75,7 +75,8 @@ def experiments(count: int) -> list[dict]:
                              f"--num_gpus {count_gpus}", *base.get("pytorch.args", [])[3:]],
         })
         identity = {k: v for k, v in item.items() if k != "exp.id" and is_identity_key(k, rules)}
-        exp_id = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+        digest = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS))
+        exp_id = digest.hexdigest()[:12]
         item["exp.id"] = exp_id
         item["exp.log_file"] = f"logs/{model}_{batch}_{exp_id}.log"
         found.append(item)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,7 +61,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _open_closed_streams() -> None:
+    """`dlbs report >&-`: a closed stdout (or stderr) is a reader that left, as a broken pipe.
+
+    Python starts with `sys.stdout` None then; what would go there goes nowhere instead, and
+    a benchmark started by `dlbs run` gets the same nowhere as its descriptor.
+    """
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # kept open for the whole process
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _open_closed_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((token for token in argv if token in COMMANDS), None)
     parser = build_parser(command)

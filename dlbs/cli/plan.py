@@ -6,12 +6,15 @@ import argparse
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
 from dlbs.errors import DlbsError
 from dlbs.plan.builder import ID, Planner
 from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
+from dlbs.recipes.host_access import HostAccessWatch
 from dlbs.util.atomic import atomic_writer
 
 # A document (json, csv, table) is held here until the whole plan has resolved, so that a
@@ -45,26 +48,38 @@ def run(args: argparse.Namespace) -> int:
     keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
     if keys is None and args.format in ("table", "csv"):
         keys = default_keys(planner)
+    # Containers that get the host are said once the plan is made (docs/security.md).
+    host_access = HostAccessWatch()
+    experiments = host_access.watch(planner.experiments())
+    try:
+        _write(args, planner, experiments, keys)
+    finally:
+        for warning in host_access.warnings():
+            print(f"dlbs: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _write(args: argparse.Namespace, planner: Planner, experiments: Iterator[dict[str, Any]],
+           keys: list[str] | None) -> None:
     if args.output:
         with atomic_writer(args.output, "wb") as out:
-            count = write_plan(planner.experiments(), out, args.format, keys)
+            count = write_plan(experiments, out, args.format, keys)
         print(f"dlbs: wrote {count} experiments to {args.output}", file=sys.stderr)
-        return 0
+        return
     out = sys.stdout.buffer
     if args.format != "jsonl":
         # All or nothing: the document reaches stdout only once every experiment resolved.
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
-            write_plan(planner.experiments(), spool, args.format, keys)
+            write_plan(experiments, spool, args.format, keys)
             spool.seek(0)
             shutil.copyfileobj(spool, out)
         out.flush()
-        return 0
+        return
     try:
-        write_plan(planner.experiments(), out, args.format, keys)
+        write_plan(experiments, out, args.format, keys)
     except DlbsError as error:
         if planner.count:
             out.flush()
             error.message += f" (after {planner.count} experiments were written)"
         raise
     out.flush()
-    return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,21 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_plan(path: str) -> list[dict[str, Any]]:
-    """A plan file: a JSON list, or one JSON object per line."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the plan: {error.strerror}") from None
-    try:
-        if data.lstrip().startswith(b"["):
-            experiments = orjson.loads(data)
-        else:
-            experiments = [orjson.loads(line) for line in data.splitlines() if line.strip()]
-    except orjson.JSONDecodeError as error:
-        raise ConfigError(f"{path}: not a plan written by `dlbs plan`: {error}") from None
-    if not all(isinstance(e, dict) for e in experiments):
-        raise ConfigError(f"{path}: a plan is a list of experiment objects")
-    return experiments
+    """A plan file, checked as the planner checks its own output (dlbs/plan/plan_file.py)."""
+    from dlbs.plan.plan_file import read_plan
+
+    return read_plan(path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
 from dlbs.errors import PlanError
 from dlbs.plan.builder import Planner
 from dlbs.plan.checks import check_plan
+from dlbs.recipes.host_access import HostAccessWatch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,9 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = check_plan(Planner(spec_from_args(args)))
+    planner = Planner(spec_from_args(args))
+    host_access = HostAccessWatch()
+    report = check_plan(planner, host_access.watch(planner.experiments()))
     print(f"plan: {report.experiments} experiments")
-    for warning in report.warnings:
+    for warning in report.warnings + host_access.warnings():
         print(f"dlbs: warning: {warning}", file=sys.stderr)
     for problem in report.problems:
         print(f"problem: {problem}")

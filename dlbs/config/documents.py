@@ -41,7 +41,7 @@ def read_spec_bytes(path: Path, limit: int = MAX_SPEC_BYTES) -> bytes:
         raise ConfigError(f"{path}: no such file") from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
-    with os.fdopen(descriptor, "rb") as stream:
+    try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             kind = "a folder" if stat.S_ISDIR(status.st_mode) else "not a regular file"
@@ -49,14 +49,19 @@ def read_spec_bytes(path: Path, limit: int = MAX_SPEC_BYTES) -> bytes:
                               hint="a spec and its includes are regular files")
         if status.st_size > limit:
             raise _too_big(path, limit)
-        data = stream.read(limit + 1)
+        with os.fdopen(os.dup(descriptor), "rb") as stream:
+            data = stream.read(limit + 1)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    finally:
+        os.close(descriptor)
     if len(data) > limit:
         raise _too_big(path, limit)
     return data
 
 
 def _too_big(path: Path, limit: int) -> ConfigError:
-    return ConfigError(f"{path}: the file is larger than {limit // 2**20} MiB, the most a spec "
+    return ConfigError(f"{path}: the file is larger than {limit / 2**20:g} MiB, the most a spec "
                        f"file may be", hint="docs/security.md lists the budgets of specs")
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 # -- spec files (docs/language.md section 1) -----------------------------------------------
 #: Bytes of one spec file or include; a larger one is refused before it is parsed.
-MAX_SPEC_BYTES = 4 * 2**20
+MAX_SPEC_BYTES = 2**20
+#: Bytes of all the files one spec reads (defaults, includes, the spec): the pure-Python
+#: YAML 1.2 parser reads about 100 kB a second, so this bounds loading to seconds.
+MAX_SPEC_TOTAL_BYTES = 2 * 2**20
 #: Files one spec may read, its includes (and theirs) counted each time they are included.
 MAX_SPEC_FILES = 256
 #: Brackets or indentation levels inside one document (and inside one value).
@@ -43,8 +46,8 @@ INT_MAX = 2**63 - 1
 # -- plans (section 3) ---------------------------------------------------------------------
 #: The default of `sys.max_experiments`: the most experiments one plan may have.
 DEFAULT_MAX_EXPERIMENTS = 1_000_000
-#: Bytes of a plan file that `dlbs run --plan` reads.
-MAX_PLAN_BYTES = 4 * 2**30
+#: Bytes of a plan file that `dlbs run --plan` reads (about 300,000 experiments).
+MAX_PLAN_BYTES = 2**30
 
 # -- log files (docs/security.md) ----------------------------------------------------------
 #: Bytes of one file name (a path's last part): what Linux file systems allow (NAME_MAX),

@@ -21,7 +21,7 @@ from dlbs.config.documents import (
     parse_json,
     read_spec_bytes,
 )
-from dlbs.config.limits import MAX_SPEC_FILES
+from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
 from dlbs.config.patterns import compile_pattern
 from dlbs.config.spec import DEFINITION_KEYS, Axis, Extension, ParamDef, Spec
@@ -72,6 +72,7 @@ class SpecBuilder:
     def __init__(self) -> None:
         self.spec = Spec()
         self.files_read = 0
+        self.bytes_left = MAX_SPEC_TOTAL_BYTES
 
     # -- files -----------------------------------------------------------------------------
     def add_file(self, path: str | Path, _stack: tuple[Path, ...] = ()) -> None:
@@ -90,7 +91,14 @@ class SpecBuilder:
             raise ConfigError(f"{path}: a spec may read at most {MAX_SPEC_FILES} files, its "
                               f"includes (and theirs) counted each time they are included",
                               hint="docs/security.md lists the budgets of specs")
-        document = read_document(path)
+        check_suffix(path)  # before anything is opened: `include: [/dev/zero]` reads nothing
+        data = read_spec_bytes(path, MAX_SPEC_BYTES)
+        self.bytes_left -= len(data)
+        if self.bytes_left < 0:
+            raise ConfigError(f"{path}: the files of this spec add up to more than "
+                              f"{MAX_SPEC_TOTAL_BYTES / 2**20:g} MiB",
+                              hint="docs/security.md lists the budgets of specs")
+        document = parse_document(path, data)
         if document is None:
             document = {}
         _check_object(document, TOP_LEVEL_KEYS, str(path), "a spec", "top-level key")

@@ -49,6 +49,27 @@ def fullmatch(pattern: Any, text: str, timeout: float = EXPRESSION_SECONDS) -> A
         raise too_slow(pattern, text, timeout) from None
 
 
+# A sweep tests the same few values against the same conditions thousands of times.
+_groups: dict[tuple[str, str], tuple[str, ...] | None] = {}
+_GROUPS_KEPT = 65_536
+
+
+def fullmatch_groups(pattern: str, text: str) -> tuple[str, ...] | None:
+    """The whole match and the groups (unmatched: "") when `pattern` matches all of `text`."""
+    key = (pattern, text)
+    try:
+        return _groups[key]
+    except KeyError:
+        pass
+    match = fullmatch(compile_pattern(pattern), text)
+    groups = None if match is None else tuple(
+        group or "" for group in (match.group(0), *match.groups()))
+    if len(_groups) >= _GROUPS_KEPT:
+        _groups.clear()
+    _groups[key] = groups
+    return groups
+
+
 def too_slow(pattern: Any, text: str, timeout: float) -> ConfigError:
     return ConfigError(f"regular expression {_short(pattern.pattern)} took more than "
                        f"{timeout:g} s on a text of {len(text):,} characters",

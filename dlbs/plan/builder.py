@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from dlbs.config.limits import DEFAULT_MAX_EXPERIMENTS
-from dlbs.config.patterns import compile_pattern, fullmatch
+from dlbs.config.patterns import fullmatch_groups
 from dlbs.config.spec import Extension, ParamDef, Spec
 from dlbs.config.template import escape
 from dlbs.config.values import cast, render
@@ -53,6 +53,7 @@ class Planner:
         # Extensions with an `error` are rules: tested on each finished experiment.
         self.rules = [(index, ext) for index, ext in enumerate(self.extensions)
                       if ext.error is not None]
+        self._rules_by_framework: dict[str | None, list[tuple[int, Extension]]] = {}
         self.duplicates = 0
         self.count = 0
         self.max_experiments = _max_experiments(spec)
@@ -225,11 +226,21 @@ class Planner:
 
     def _apply_rules(self, overrides: dict[str, Override]) -> None:
         """Refuse a finished experiment that a rule (an extension with `error`) matches."""
-        for index, rule in self.rules:
-            if self._match(rule, index, overrides) is None:
+        if not self.rules:
+            return
+        resolver = Resolver(self.ctx, overrides)
+        resolver.framework = framework = self._framework(resolver)
+        rules = self._rules_by_framework.get(framework)
+        if rules is None:
+            # The rules this framework's experiments can break: a rule whose test of a value
+            # no sweep changes fails here fails for every one of them.
+            rules = self._rules_by_framework[framework] = [
+                (index, rule) for index, rule in self.rules
+                if _may_match_framework(rule.condition, framework)
+                and self._constant_tests_hold(rule, resolver)]
+        for index, rule in rules:
+            if self._match(rule, index, overrides, resolver) is None:
                 continue
-            resolver = Resolver(self.ctx, overrides)
-            resolver.framework = self._framework(resolver)
             tested = ", ".join(f"{name}={render(resolver.value(name))}"
                                for name in rule.condition)
             swept = ", ".join(override.label for name, override in overrides.items()
@@ -238,11 +249,24 @@ class Planner:
                                                          else "") + ")",
                             hint=f"the rule is {rule.source}")
 
-    def _match(self, ext: Extension, index: int,
-               overrides: dict[str, Override]) -> dict[str, Override] | None:
-        """The regex-group overrides when every test of `ext` holds, else None."""
-        resolver = Resolver(self.ctx, overrides)
-        resolver.framework = self._framework(resolver)
+    def _constant_tests_hold(self, rule: Extension, resolver: Resolver) -> bool:
+        """False when a test of a value that the sweep never changes fails."""
+        for name, test in rule.condition.items():
+            if self.ctx.deps.get(name):
+                continue  # the sweep may change it: tested per experiment
+            if not resolver.has(name) or not _test_holds(test, resolver.value(name)):
+                return False
+        return True
+
+    def _match(self, ext: Extension, index: int, overrides: dict[str, Override],
+               resolver: Resolver | None = None) -> dict[str, Override] | None:
+        """The regex-group overrides when every test of `ext` holds, else None.
+
+        `resolver` (of these overrides) is reused when given.
+        """
+        if resolver is None:
+            resolver = Resolver(self.ctx, overrides)
+            resolver.framework = self._framework(resolver)
         groups: dict[str, Override] = {}
         for name, test in ext.condition.items():
             if not resolver.has(name):
@@ -250,7 +274,7 @@ class Planner:
             value = resolver.value(name)
             if isinstance(test, str):
                 try:
-                    match = fullmatch(compile_pattern(test), render(value))
+                    match = fullmatch_groups(test, render(value))
                 except ConfigError as error:
                     labels = resolver.describe()
                     raise ConfigError(f"{ext.source}: condition on {name!r}: {error.message}"
@@ -258,8 +282,7 @@ class Planner:
                                       hint=error.hint) from None
                 if match is None:
                     return None
-                for number, group in enumerate((match.group(0), *match.groups())):
-                    text = group or ""
+                for number, text in enumerate(match):
                     groups[f"{GROUP_PREFIX}@{index}.{name}_{number}"] = Override(
                         escape(text), ("group", text), ext.source)
             elif isinstance(test, list):
@@ -362,6 +385,22 @@ def _max_experiments(spec: Spec) -> int:
         raise ConfigError(f"{definition.source}: parameter {MAX_EXPERIMENTS!r}: must be at "
                           f"least 1, not {limit}")
     return limit
+
+
+def _may_match_framework(condition: dict[str, Any], framework: str | None) -> bool:
+    """False when a condition's test of exp.framework rules out this framework."""
+    if FRAMEWORK not in condition:
+        return True
+    return framework is not None and _test_holds(condition[FRAMEWORK], framework)
+
+
+def _test_holds(test: Any, value: Any) -> bool:
+    """Whether one test of a condition holds for `value` (docs/language.md section 7)."""
+    if isinstance(test, str):
+        return fullmatch_groups(test, render(value)) is not None
+    if isinstance(test, list):
+        return any(_same(value, item) for item in test)
+    return _same(value, test)
 
 
 def _same(value: Any, other: Any) -> bool:

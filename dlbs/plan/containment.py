@@ -77,16 +77,16 @@ def _inside(path: str, folder: Any) -> bool:
 
 def _check_lengths(name: str, path: str, where: str) -> None:
     encoded = path.encode("utf-8", "surrogateescape")
-    if len(encoded) > MAX_PATH_BYTES:
-        raise PlanError(f"{name} is {len(encoded):,} bytes long, more than the {MAX_PATH_BYTES:,}"
-                        f" a path may have{where}",
-                        hint="shorten the values that make up the path")
     for part in encoded.split(b"/"):
         if len(part) > MAX_FILE_NAME_BYTES:
             raise PlanError(f"{name} has a file name of {len(part):,} bytes, more than the "
                             f"{MAX_FILE_NAME_BYTES} a file system allows{where}",
                             hint="shorten the values that make up the name "
                                  "(exp.model, exp.id, ...)")
+    if len(encoded) > MAX_PATH_BYTES:
+        raise PlanError(f"{name} is {len(encoded):,} bytes long, more than the {MAX_PATH_BYTES:,}"
+                        f" a path may have{where}",
+                        hint="shorten the values that make up the path")
 
 
 def _shown(value: Any) -> str:

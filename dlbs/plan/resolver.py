@@ -187,7 +187,7 @@ class Resolver:
         # one word each, as in list items.
         value = self._resolve(raw, list_item=definition is not None and definition.type == "list")
         if definition is not None:
-            value = self._check(definition, value)
+            value = check_value(definition, value)
         return value
 
     def _from_environment(self, name: str) -> Any:
@@ -202,26 +202,6 @@ class Resolver:
         self._host = True
         self.ctx.env_used.setdefault(referrer, set()).add(name)
         return env_value
-
-    def _check(self, definition: ParamDef, value: Any) -> Any:
-        if definition.type is not None:
-            try:
-                value = cast(value, definition.type)
-            except ValueError as error:
-                raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
-        if definition.choices is not None and value is not None and not any(
-                _same_value(value, choice) for choice in definition.choices):
-            raise ConfigError(f"value {_short(value)} is not one of the choices "
-                              f"{definition.choices!r}", suggest(str(value), map(
-                                  str, definition.choices)))
-        if definition.regex is not None and value is not None and \
-                fullmatch(definition.regex, render(value)) is None:
-            raise ConfigError(f"value {_short(value)} does not match the regex "
-                              f"{definition.regex.pattern!r}")
-        if value is not None and (definition.minimum is not None or
-                                  definition.maximum is not None):
-            check_range(definition, value)
-        return value
 
     def _resolve(self, raw: Any, list_item: bool) -> Any:
         if isinstance(raw, str):
@@ -330,6 +310,32 @@ class Resolver:
         error = ConfigError(text, hint)
         error.located = True  # type: ignore[attr-defined]
         return error
+
+
+def check_value(definition: ParamDef, value: Any) -> Any:
+    """`value` cast to the declared type and checked against choices, regex, min and max.
+
+    The checks of docs/language.md section 6: every resolved value passes them, and so does
+    every value of a plan file (`dlbs run --plan`). ConfigError says what failed.
+    """
+    if definition.type is not None:
+        try:
+            value = cast(value, definition.type)
+        except ValueError as error:
+            raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
+    if definition.choices is not None and value is not None and not any(
+            _same_value(value, choice) for choice in definition.choices):
+        raise ConfigError(f"value {_short(value)} is not one of the choices "
+                          f"{definition.choices!r}", suggest(str(value), map(
+                              str, definition.choices)))
+    if definition.regex is not None and value is not None and \
+            fullmatch(definition.regex, render(value)) is None:
+        raise ConfigError(f"value {_short(value)} does not match the regex "
+                          f"{definition.regex.pattern!r}")
+    if value is not None and (definition.minimum is not None or
+                              definition.maximum is not None):
+        check_range(definition, value)
+    return value
 
 
 def check_range(definition: ParamDef, value: Any) -> None:

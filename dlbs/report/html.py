@@ -25,6 +25,8 @@ from dlbs.report.tables import SCALING, Report
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
+# Models named per environment before "...".
+MAX_MODELS = 8
 # Environment fields shown, in order: (key in the environment, column title).
 ENVIRONMENT_FIELDS = (
     ("host", "host"), ("gpu_model", "GPU"), ("gpu_count", "GPUs"), ("gpu_driver", "driver"),
@@ -146,16 +148,21 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
                 continue
             key = orjson.dumps(record.environment, option=orjson.OPT_SORT_KEYS)
             entry = found.setdefault(key, {"environment": record.environment,
-                                           "experiments": set(), "frameworks": set()})
+                                           "experiments": set(), "frameworks": set(),
+                                           "models": set()})
             entry["experiments"].add(cell.experiment.identity)
+            entry["models"].add(as_text(record.experiment.get("exp.model")))
             version = record.experiment.get("exp.framework_ver")
             if version:
                 entry["frameworks"].add(str(version))
-    headers = [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
+    headers = ["models"] + [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
     rows = []
     for entry in found.values():
         environment = entry["environment"]
-        values = [as_text(environment.get(key)) or "-" for key, _ in ENVIRONMENT_FIELDS]
+        models = sorted(entry["models"])
+        shown = ", ".join(models[:MAX_MODELS]) + (", ..." if len(models) > MAX_MODELS else "")
+        values = [shown] + [as_text(environment.get(key)) or "-"
+                            for key, _ in ENVIRONMENT_FIELDS]
         values.append(", ".join(sorted(entry["frameworks"])) or "-")
         rows.append({"count": len(entry["experiments"]), "cells": values})
     return headers, rows

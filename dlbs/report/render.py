@@ -140,16 +140,13 @@ def render_text(report: Report) -> str:
 
 def aligned(grid: Grid) -> list[str]:
     """A grid as lines of aligned columns, a rule of dashes under the header."""
-    widths = [len(header) for header in grid.headers]
-    for row in grid.rows:
-        widths = [max(width, len(text)) for width, text in zip(widths, row)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(text.rjust(width) if numeric else text.ljust(width)
-                         for text, width, numeric in zip(cells, widths, grid.numeric)).rstrip()
-
-    return [line(grid.headers), "  ".join("-" * width for width in widths),
-            *(line(row) for row in grid.rows)]
+    widths = [max(map(len, column)) for column in zip(grid.headers, *grid.rows)]
+    # One format string for every line: the padding happens in C, not cell by cell.
+    template = "  ".join(f"{{:{'>' if numeric else '<'}{width}}}"
+                         for width, numeric in zip(widths, grid.numeric))
+    lines = [template.format(*grid.headers).rstrip(), "  ".join("-" * w for w in widths)]
+    lines.extend(template.format(*row).rstrip() for row in grid.rows)
+    return lines
 
 
 # -- markdown --------------------------------------------------------------------------

@@ -5,9 +5,7 @@ two: rows are keyed by the identity parameters that vary (keys.py), the column a
 the GPU count in scaling reports and a parameter of the user's choice in a pivot.
 
 The numbers follow DLBS, minus its truncation and capping: throughput is the statistics
-engine's (effective batch x 1000 / mean batch time); weak scaling (same replica batch):
-efficiency = t1 / tN; strong scaling (same effective batch): efficiency = t1 / (N x tN),
-both in percent and never capped at 100.
+engine's (effective batch x 1000 / mean batch time); speedup and efficiency: scaling.py.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from dlbs.report.metrics import (
     metric,
     resolve,
 )
+from dlbs.report.scaling import add_scaling, count, positive, scale_label, scale_of
 from dlbs.report.select import Experiment, Filter, as_text, resolve_key, select
 from dlbs.results.sources import Record
 from dlbs.results.stats import WARNINGS_KEY
@@ -191,7 +190,10 @@ class Report:
             worst = max(spreads, key=lambda cell: cell.spread_pct or 0.0)
             where = ", ".join(as_text(v) for v in worst.shown[:1])
             if worst.column is not None and self.column_key == SCALE:
-                where += f", {worst.column} {self.scale_label}"
+                label = self.scale_label
+                if worst.column == 1 and label in ("GPUs", "replicas"):
+                    label = label[:-1]
+                where += f", {worst.column} {label}"
             notes.append(
                 f"Batch-time spread (std / mean): at most {worst.spread_pct:.1f}% ({where}); "
                 "differences smaller than the spread are not significant.")
@@ -231,34 +233,22 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
     values_of = _values(representatives, [experiment for experiment, _ in measured])
     identity = keys_module.identity_keys(representatives, rules)
     varying = keys_module.varying_keys(representatives, identity)
-    candidates = list(varying)
     column_key = _column_key(options, representatives)
     report.column_key = column_key
     axis = [column_key] if column_key else []
-    candidates = [key for key in candidates if key != column_key]
+    candidates = [key for key in varying if key != column_key]
     count = len(measured)
     if options.by is not None or kind == "pivot":
         wanted = list((options.rows if kind == "pivot" else options.by) or [])
         row_keys = [resolve_key(key, representatives) for key in wanted]
-        others = [k for k in candidates if k not in row_keys]
-        if keys_module.undetermined(count, axis + row_keys, others, values_of):
-            # Name the fewest keys that tell the experiments apart, not every one that follows.
-            fixed = axis + row_keys
-            loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
-                                       values_of)[len(fixed):]
-            described = ", ".join(f"{key} ({len(set(values_of(key)))} values)" for key in loose)
-            raise ResultsError(
-                f"rows keyed by {', '.join(wanted) or 'nothing'} would combine different "
-                f"experiments: {described} also vary",
-                hint="make them row keys too (--by, --rows, or --series for a chart), or keep "
-                     "one value with --filter KEY=VALUE")
+        _check_given_keys(count, axis, row_keys, wanted, candidates, rules, values_of)
     else:
         lead = [key for key in LEAD_KEYS[kind] if any(v is not None for v in values_of(key))]
         if kind == "regular" and "exp.num_gpus" in varying:
             lead.append("exp.num_gpus")   # the GPU count reads better than the batch it makes
         ordered = keys_module.preference(candidates, rules)
-        row_keys = keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):]
-        row_keys = display_order(row_keys)
+        row_keys = display_order(
+            keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):])
     if keys_module.partition(count, axis + row_keys, values_of)[1] < count:
         row_keys.append(EXP_ID)
         report.by_id = True
@@ -267,12 +257,31 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
     report.constants = _constants(representatives[0], constant, rules)
     _fill_cells(report, measured, values_of)
     if kind in SCALING:
-        _add_scaling(report)
-        report.scale_label = _scale_label({as_text(r.experiment.get("exp.device_type"))
-                                           for r in representatives})
+        add_scaling(kind, [cells for _, cells in report.rows()])
+        report.scale_label = scale_label({as_text(r.experiment.get("exp.device_type"))
+                                          for r in representatives})
     report.stats_warnings = [str(warnings[0]) for _, attempts in measured for a in attempts
                              if (warnings := a.experiment.get(WARNINGS_KEY))]
     return report
+
+
+def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: list[str],
+                      candidates: Sequence[str], rules: KeyRules,
+                      values_of: keys_module.ValuesOf) -> None:
+    """Refuse row keys (--by, --rows) that would leave different experiments in one cell."""
+    others = [key for key in candidates if key not in row_keys]
+    if not keys_module.undetermined(count, axis + row_keys, others, values_of):
+        return
+    # Name the fewest keys that tell the experiments apart, not every one that follows.
+    fixed = axis + row_keys
+    loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
+                               values_of)[len(fixed):]
+    described = ", ".join(f"{key} ({len(set(values_of(key)))} values)" for key in loose)
+    raise ResultsError(
+        f"rows keyed by {', '.join(wanted) or 'nothing'} would combine different experiments: "
+        f"{described} also vary",
+        hint="make them row keys too (--by, --rows, or --series for a chart), or keep one "
+             "value with --filter KEY=VALUE")
 
 
 def _metrics(options: Options, records: Sequence[Record]) -> list[Metric]:
@@ -297,7 +306,7 @@ def _usable(kind: str, attempts: Sequence[Record], metrics: Sequence[Metric]) ->
     if kind != "pivot" and not latest.get("exp.model"):
         return False
     if kind in SCALING:
-        return _positive(latest.get(TIME)) and _count(latest.get("exp.replica_batch"))
+        return positive(latest.get(TIME)) and count(latest.get("exp.replica_batch"))
     return any(value_of(record, item.key) is not None
                for item in metrics for record in attempts)
 
@@ -324,13 +333,6 @@ def _values(records: Sequence[Record],
             return ids
         return base(key)
     return values_of
-
-
-def scale_of(experiment: dict[str, Any]) -> int:
-    """The GPU count; on CPU (0 GPUs) the replica count, i.e. the nodes (DLBS's definition)."""
-    return _count(experiment.get("exp.num_gpus")) or \
-        _count(experiment.get("exp.num_replicas")) or \
-        _count(experiment.get("exp.num_nodes")) or 1
 
 
 def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record]]],
@@ -369,30 +371,10 @@ def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record
 def _spread(record: Record) -> float | None:
     std = record.experiment.get("results.time_std")
     mean = record.experiment.get(TIME)
-    if not _positive(mean) or not isinstance(std, int | float) or isinstance(std, bool) or \
+    if not positive(mean) or not isinstance(std, int | float) or isinstance(std, bool) or \
             not math.isfinite(std):
         return None
     return 100.0 * std / mean
-
-
-def _add_scaling(report: Report) -> None:
-    """Speedup and efficiency against the one-GPU (one-replica) cell of the same row."""
-    for _, cells in report.rows():
-        base = cells.get(1)
-        if base is None:
-            continue
-        t1, x1 = base.values.get(TIME), base.values.get(THROUGHPUT)
-        for scale, cell in cells.items():
-            tn, xn = cell.values.get(TIME), cell.values.get(THROUGHPUT)
-            if report.kind == "weak":
-                # Same replica batch: N times the work per step, ideally in the same time.
-                cell.values[SPEEDUP] = xn / x1 if _positive(xn) and _positive(x1) else None
-                cell.values[EFFICIENCY] = 100.0 * t1 / tn if _positive(tn) and t1 else None
-            else:
-                # Same effective batch: the work of a step is split N ways.
-                cell.values[SPEEDUP] = t1 / tn if _positive(tn) and t1 else None
-                cell.values[EFFICIENCY] = (100.0 * t1 / (scale * tn)
-                                           if _positive(tn) and t1 else None)
 
 
 def _constants(record: Record, constant: Sequence[str],
@@ -413,31 +395,8 @@ def _constants(record: Record, constant: Sequence[str],
     return found
 
 
-def _scale_label(devices: set[str]) -> str:
-    if devices == {"cpu"}:
-        return "replicas"
-    if "cpu" in devices:
-        return "GPUs (replicas on CPU)"
-    return "GPUs"
-
-
 def _column_field(report: Report) -> str:
     return "gpus" if report.column_key == SCALE else field_name(str(report.column_key))
-
-
-def _positive(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _rounded(value: Any) -> Any:

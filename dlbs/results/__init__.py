@@ -1,9 +1,10 @@
-"""Results: the log protocol parser, the results store, the run lock, run metadata.
+"""Results: the log protocol parser, the statistics engine, the results store.
 
-protocol.py reads `__key__=json` logs; store.py keeps attempts in SQLite; lock.py keeps two
-runs out of one log folder; environment.py records where a result was measured;
-sources.py gathers experiments from logs, folders, databases and parse output; output.py
-writes them out.
+protocol.py reads `__key__=json` logs; stats.py computes every batch-time statistic from the
+per-batch times and usage.py the resource monitor's summaries, which summary.py combines;
+store.py keeps attempts in SQLite (schema.py: its layout and migrations; params_delta.py:
+parameters as a base and differences); sources.py gathers experiments from logs, folders,
+databases and parse output; output.py writes them out.
 """
 
 from dlbs.results.protocol import (

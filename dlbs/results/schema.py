@@ -23,10 +23,36 @@ SCHEMA_VERSION = 2
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
 APPLICATION_ID = 0x646C6273
 
-# Columns version 2 added to `attempts`, in order.
-ADDED_COLUMNS = """
-    summary     TEXT,
-    time_data   BLOB,
+# Columns version 2 added to `attempts`: the summary (SUMMARY_NAMES, in summary_row's
+# order) and the parameters as a base and differences.
+SUMMARY_NAMES = ["summary", "time_data", "time_count", "time_mean", "time_std",
+                 "time_median", "time_p90", "time_p95", "time_p99", "time_min", "time_max",
+                 "throughput", "stats_warnings"]
+ADDED_NAMES = [*SUMMARY_NAMES, "param_base", "param_delta"]
+# Which summary key fills each number column (the whole summary is the JSON column).
+SUMMARY_COLUMN_KEYS = {
+    "time_count": "results.time_count", "time_mean": "results.time",
+    "time_std": "results.time_std", "time_median": "results.time_median",
+    "time_p90": "results.time_p90", "time_p95": "results.time_p95",
+    "time_p99": "results.time_p99", "time_min": "results.time_min",
+    "time_max": "results.time_max", "throughput": "results.throughput",
+}
+# Version 1's columns, which a migration copies.
+V1_NAMES = ["exp_id", "attempt", "status", "status_msg", "params", "results", "log_path",
+            "environment", "job_id", "started_at", "ended_at"]
+# Small columns first, the large ones (params, results, time_data) last: SQLite keeps the
+# start of a row on its page and the rest in overflow pages, so a report that reads the
+# summaries of 100,000 attempts never reads their raw results.
+_ATTEMPTS = """CREATE TABLE {name} (
+    exp_id      TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    status      TEXT    CHECK (status IS NULL OR status IN
+                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
+    status_msg  TEXT,
+    log_path    TEXT,
+    job_id      TEXT,
+    started_at  TEXT    NOT NULL,
+    ended_at    TEXT,
     time_count  INTEGER,
     time_mean   REAL,
     time_std    REAL,
@@ -37,19 +63,18 @@ ADDED_COLUMNS = """
     time_min    REAL,
     time_max    REAL,
     throughput  REAL,
-    stats_warnings TEXT,
     param_base  INTEGER,
-    param_delta TEXT"""
-ADDED_NAMES = [line.split()[0] for line in ADDED_COLUMNS.strip().split(",\n")]
-SUMMARY_NAMES = ADDED_NAMES[:13]
-# Which summary key fills each number column (the whole summary is the JSON column).
-SUMMARY_COLUMN_KEYS = {
-    "time_count": "results.time_count", "time_mean": "results.time",
-    "time_std": "results.time_std", "time_median": "results.time_median",
-    "time_p90": "results.time_p90", "time_p95": "results.time_p95",
-    "time_p99": "results.time_p99", "time_min": "results.time_min",
-    "time_max": "results.time_max", "throughput": "results.throughput",
-}
+    stats_warnings TEXT,
+    environment TEXT,
+    summary     TEXT,
+    param_delta TEXT,
+    params      TEXT    NOT NULL,
+    results     TEXT,
+    time_data   BLOB,
+    PRIMARY KEY (exp_id, attempt),
+    CHECK ((status IS NULL) = (ended_at IS NULL))
+)"""
+_INDEX = "CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL"
 _VIEW = """CREATE VIEW experiments AS
     SELECT a.* FROM attempts AS a
     WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
@@ -60,23 +85,8 @@ _BASES = """CREATE TABLE param_bases (
 # Changing the layout means SCHEMA_VERSION + 1 and a MIGRATIONS entry (the status list is
 # spelled out, not taken from STATUSES, for that reason).
 SCHEMA = f"""
-CREATE TABLE attempts (
-    exp_id      TEXT    NOT NULL,
-    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
-    status      TEXT    CHECK (status IS NULL OR status IN
-                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
-    status_msg  TEXT,
-    params      TEXT    NOT NULL,
-    results     TEXT,
-    log_path    TEXT,
-    environment TEXT,
-    job_id      TEXT,
-    started_at  TEXT    NOT NULL,
-    ended_at    TEXT,{ADDED_COLUMNS},
-    PRIMARY KEY (exp_id, attempt),
-    CHECK ((status IS NULL) = (ended_at IS NULL))
-);
-CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL;
+{_ATTEMPTS.format(name="attempts")};
+{_INDEX};
 {_VIEW};
 {_BASES};
 CREATE TABLE oom_limits (
@@ -130,16 +140,25 @@ def _number(value: Any) -> Any:
 
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Version 2: summary columns and parameter bases, computed now for every attempt."""
-    for definition in ADDED_COLUMNS.strip().split(",\n"):
-        conn.execute(f"ALTER TABLE attempts ADD COLUMN {definition.strip()}")
+    """Version 2: the summary and parameter columns.
+
+    The table is rebuilt in version 2's column order (small columns first); every attempt's
+    summary and parameter base are computed now.
+    """
+    columns = ", ".join(V1_NAMES)
     conn.execute("DROP VIEW experiments")
+    conn.execute(_ATTEMPTS.format(name="attempts_v2"))
+    conn.execute(f"INSERT INTO attempts_v2 ({columns}) SELECT {columns} FROM attempts "
+                 "ORDER BY rowid")
+    conn.execute("DROP TABLE attempts")
+    conn.execute("ALTER TABLE attempts_v2 RENAME TO attempts")
+    conn.execute(_INDEX)
     conn.execute(_VIEW)
     conn.execute(_BASES)
     chooser = BaseChooser()
     assignments = ", ".join(f"{name} = ?" for name in ADDED_NAMES)
     rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
-                        "ORDER BY started_at, exp_id, attempt").fetchall()
+                        "ORDER BY rowid").fetchall()
     for rowid, params_text, results_text, started_at in rows:
         params = orjson.loads(params_text)
         results = None if results_text is None else orjson.loads(results_text)

@@ -15,6 +15,7 @@ Either way the statistics engine's values replace what the backend printed for t
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +34,8 @@ from dlbs.results.summary import is_summary_value, summarize
 EXPERIMENTS_FORMAT = "dlbs-experiments"
 EXPERIMENTS_FORMAT_VERSION = 1
 LOG_SUFFIX = ".log"
+# A file named so is a database whatever it holds: refused when it is not one.
+DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
 @dataclass
@@ -68,13 +71,23 @@ class Loaded:
 
 
 def find_logs(folder: str) -> list[str]:
-    """Every `*.log` under `folder`, recursively, in a stable order."""
+    """Every regular file `*.log` under `folder`, recursively, in a stable order.
+
+    A FIFO or a device named `*.log` is passed over: reading one would wait forever.
+    """
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
-        found.extend(os.path.join(root, name) for name in sorted(files)
-                     if name.endswith(LOG_SUFFIX))
+        found.extend(path for path in (os.path.join(root, name) for name in sorted(files)
+                                       if name.endswith(LOG_SUFFIX)) if _is_regular(path))
     return found
+
+
+def _is_regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -107,9 +120,17 @@ def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = F
                 )
             for log in logs:
                 _load_log(log, loaded, detail)
+        elif os.path.lexists(path) and not _is_regular(path):
+            raise ResultsError(f"cannot read {path}: not a regular file",
+                               hint="name log files, folders, results databases or JSON files")
         elif os.path.isfile(path):
             if is_sqlite_file(path):
                 _load_database(path, loaded, detail)
+            elif path.lower().endswith(DATABASE_SUFFIXES):
+                # What `dlbs run` says of such a file, rather than "no results in a log".
+                raise ResultsError(f"results database {path}: cannot open: file is not a "
+                                   "database" + (" (it is empty)" if os.path.getsize(path) == 0
+                                                 else ""))
             elif path.endswith(".json"):
                 _load_json(path, loaded, detail)
             else:
@@ -152,7 +173,7 @@ def _load_log(path: str, loaded: Loaded, detail: Detail) -> None:
 
 
 def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
-    with ResultsStore(path, create=False) as store:
+    with ResultsStore(path, read_only=True) as store:
         if not detail.summaries:
             for experiment in store.experiments():
                 loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -160,6 +161,23 @@ def _attempt_from_row(row: tuple[Any, ...]) -> Attempt:
     )
 
 
+def _connect_read_only(path: str) -> sqlite3.Connection:
+    """Open for reading only (`mode=ro`: a run may be writing it meanwhile).
+
+    `immutable` tells SQLite that nobody can change the file, so that it needs neither a
+    lock nor the WAL index beside it: true only where its folder cannot be written
+    (read-only media), where `mode=ro` alone cannot open a WAL database.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    if not os.access(folder, os.W_OK):
+        uri += "&immutable=1"
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as error:
+        raise ResultsError(f"results database {path}: cannot open: {error}") from error
+
+
 def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
     """Whether `path` starts with SQLite's file header (so `dlbs report` can tell DBs from logs)."""
     try:
@@ -176,11 +194,21 @@ class ResultsStore:
     writers; readers such as `dlbs report` never block a running sweep in WAL mode).
     """
 
-    def __init__(self, path: str | os.PathLike[str], create: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], create: bool = True,
+                 read_only: bool = False) -> None:
         self.path = os.fspath(path)
         self._bases = BaseChooser()
-        if not create and not os.path.isfile(self.path):
+        self.read_only = read_only
+        if (read_only or not create) and not os.path.isfile(self.path):
             raise ResultsError(f"no results database at {self.path}")
+        if read_only:
+            self._conn = _connect_read_only(self.path)
+            try:
+                self._open_read_only()
+            except BaseException:
+                self._conn.close()
+                raise
+            return
         if create:
             parent = os.path.dirname(os.path.abspath(self.path))
             try:
@@ -203,6 +231,23 @@ class ResultsStore:
             raise
 
     # -- opening, versions ----------------------------------------------------------------
+
+    def _open_read_only(self) -> None:
+        """A reader's checks: a dlbs database of a schema this dlbs reads, nothing written."""
+        with self._errors("open"):
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            application_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
+            self._check_identity(version, application_id)
+            if version == 0:
+                self._check_empty()
+                raise ResultsError(f"results database {self.path}: cannot open: it holds no "
+                                   "results (an empty database)")
+            if version < SCHEMA_VERSION:
+                raise ResultsError(
+                    f"results database {self.path} has schema version {version}; opened "
+                    f"read-only, it cannot be migrated to {SCHEMA_VERSION}",
+                    hint="run `dlbs run` (or any reader) once where the database can be "
+                         "written")
 
     def _open(self) -> None:
         with self._errors("open"):

@@ -104,10 +104,11 @@ class SlurmFlights:
 
     # -- tracking ------------------------------------------------------------------------
 
-    def add(self, key: Any, job_id: str, timeout: float | None) -> Flight:
-        """Track a submitted (or re-attached) job."""
+    def add(self, key: Any, job_id: str, timeout: float | None, submitted: bool = True
+            ) -> Flight:
+        """Track a job just `submitted` (pending, then), or a re-attached one."""
         flight = Flight(key, job_id, timeout if timeout and timeout > 0 else None,
-                        time.monotonic())
+                        time.monotonic(), JobState("PENDING", "", 0.0) if submitted else None)
         self.flights[job_id] = flight
         self.interval = self.poll_min
         return flight
@@ -131,7 +132,8 @@ class SlurmFlights:
         now = time.monotonic()
         for job_id, flight in list(self.flights.items()):
             state = states.get(job_id)
-            flight.state = state
+            if state is not None:
+                flight.state = state
             if state is None or state.final:
                 del self.flights[job_id]
                 ended.append((flight, self._outcome(flight)))
@@ -156,7 +158,7 @@ class SlurmFlights:
                                            f"timeout of {flight.timeout:g} s; cancelled")
 
     def _outcome(self, flight: Flight) -> Outcome:
-        outcome = self.target.final_outcome(flight.job_id)
+        outcome = self.target.final_outcome(flight.job_id, flight.state)
         if flight.cancelled_for is None or outcome.status != CANCELLED:
             return outcome
         status = {TIMED_OUT: TIMEOUT, HOPELESS: FAILURE, STOPPED: INTERRUPTED,

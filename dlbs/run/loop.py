@@ -272,7 +272,7 @@ class Sweep:
         flights = self._flights_for(pending, reattached)
         for attempt, job_id in reattached:
             assert flights is not None
-            flights.add(attempt, job_id, _timeout(attempt.job))
+            flights.add(attempt, job_id, _timeout(attempt.job), submitted=False)
         try:
             while pending or pool.running or (flights and flights.active):
                 if self.stop.requested:

@@ -31,8 +31,7 @@ KERNEL_PHASE_ARG = "dlbs.phase"
 
 #: Collectives of PyTorch's process groups (`nccl:all_reduce`, `gloo:broadcast`, ...) and
 #: NCCL's kernels: what the summary counts as communication when no phase names it.
-COMMUNICATION = re.compile(r"^(nccl|gloo|mpi|ucc):|^ncclDevKernel|^ncclKernel|KVStore",
-                           re.IGNORECASE)
+COMMUNICATION = re.compile(r"^(nccl|gloo|mpi|ucc):|^ncclDevKernel|^ncclKernel", re.IGNORECASE)
 #: The step spans of a trace torch's own profiler schedule wrote (no dlbs spans).
 TORCH_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 

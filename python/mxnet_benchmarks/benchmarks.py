@@ -70,6 +70,8 @@ def print_report(report, start_time: str, framework_version: str) -> None:
     if report.real_data:
         emit("results.time_data_wait", sum(report.waits_ms) / len(report.waits_ms))
     emit("results.mem_peak", report.mem_peak_mib)
+    for key, value in report.trace.items():
+        emit(key, value)
     emit("results.end_time", now_iso())
     emit("results.status", "ok")
 

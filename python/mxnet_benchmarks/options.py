@@ -22,6 +22,7 @@ DEVICES = ("cpu", "gpu")
 DTYPES = ("float32", "float16")
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 GRAPH_BACKENDS = ("none", "onednn")
+TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -65,6 +66,10 @@ class Options:
     extra_models: str = ""
     #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
     evaluation: EvaluationOptions = EvaluationOptions()
+    #: The traced pass after the timed batches (docs/tracing.md).
+    trace_level: str = "none"
+    trace_batches: int = 5
+    trace_file: str = ""
 
     @property
     def is_distributed(self) -> bool:
@@ -124,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extra_models", default="",
                    help="a Python file that registers more models with @register_model")
     add_evaluation_flags(p)
+    p.add_argument("--trace_level", default="none", help="after the timed batches, trace more "
+                   f"at this level: {', '.join(TRACE_LEVELS)} (none: no trace)")
+    p.add_argument("--trace_batches", type=int, default=5, help="batches to trace")
+    p.add_argument("--trace_file", default="",
+                   help="the Chrome trace to write (.json.gz); needed with --trace_level")
     return p
 
 
@@ -166,4 +176,23 @@ def parse_options(argv: list[str]) -> Options:
                 (opts.device == "cpu" and opts.cpu_contexts > 1):
             raise BenchmarkError(f"{what} runs on one device: one GPU (--num_gpus 1) or one "
                                  "CPU context, and a local kvstore")
+    _check_trace(opts)
     return opts
+
+
+def _check_trace(opts: Options) -> None:
+    _choice("trace_level", opts.trace_level, TRACE_LEVELS)
+    if opts.trace_level == "none":
+        return
+    if opts.trace_batches < 1:
+        raise BenchmarkError(f"--trace_batches must be at least 1, got {opts.trace_batches}")
+    if not opts.trace_file:
+        raise BenchmarkError(f"--trace_level {opts.trace_level} needs --trace_file")
+    if opts.trace_level == "kernel" and opts.device != "gpu":
+        raise BenchmarkError("--trace_level kernel traces the GPU: it needs --device gpu")
+    if opts.trace_level == "layer" and opts.hybridize:
+        raise BenchmarkError("--trace_level layer times each block's call, which a hybridized "
+                             "graph runs as one: add --hybridize false")
+    if opts.evaluation.is_evaluation:
+        raise BenchmarkError("--trace_level traces the benchmark's own loop, not a --scenario "
+                             "or --predict")

@@ -6,11 +6,12 @@ asynchronous, and without the wait a timer would measure how fast work is queued
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mxnet as mx
 from mxnet import autograd, gluon
@@ -19,6 +20,7 @@ from .data import RecordIOBatches, SyntheticBatches
 from .errors import BenchmarkError
 from .models import Model, create_model, load_model_file
 from .options import Options
+from .tracing import Tracer, in_phase
 
 #: The name MXNet 1.x registers its oneDNN (formerly MKL-DNN) CPU fusion backend under.
 ONEDNN_SUBGRAPH_BACKEND = "MKLDNN"
@@ -35,6 +37,8 @@ class Report:
     waits_ms: list[float]
     mem_peak_mib: float
     real_data: bool
+    #: `results.trace_file` (or `results.trace_error`) of a traced pass.
+    trace: dict = field(default_factory=dict)
 
 
 def make_contexts(opts: Options) -> list[mx.Context]:
@@ -115,8 +119,13 @@ def _device_memory_mib(contexts: list[mx.Context]) -> float:
     return max(used)
 
 
-def _training_step(net, model: Model, opts: Options, kvstore,
-                   instances_per_batch: int) -> Callable[[list, list], None]:
+def _no_phase(name: str) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+def _training_step(net, model: Model, opts: Options, kvstore, instances_per_batch: int,
+                   phase: Callable[[str], contextlib.AbstractContextManager] = _no_phase,
+                   ) -> Callable[[list, list], None]:
     loss_fn = model.loss()
     optimizer = mx.optimizer.SGD(
         learning_rate=opts.learning_rate, momentum=0.9, wd=1e-4,
@@ -127,11 +136,13 @@ def _training_step(net, model: Model, opts: Options, kvstore,
     trainer = gluon.Trainer(net.collect_params(), optimizer, kvstore=kvstore)
 
     def step(data: list, labels: list) -> None:
-        with autograd.record():
+        with phase("forward"), autograd.record():
             losses = [loss_fn(net(x).astype("float32"), y) for x, y in zip(data, labels)]
-        autograd.backward(losses)
+        with phase("backward"):
+            autograd.backward(losses)
         # The gradient is a sum over the job's batch; the step divides by that size.
-        trainer.step(instances_per_batch)
+        with phase("optimizer"):
+            trainer.step(instances_per_batch)
 
     return step
 
@@ -167,10 +178,13 @@ def run(opts: Options) -> tuple[Report, int]:
                                    opts.seed + rank)
 
     net = build_network(model, opts, contexts)
+    tracer = _tracer(opts, model, rank) if opts.trace_level != "none" else None
     if opts.forward_only:
         step = _inference_step(net)
+        traced_step = in_phase(step, "forward", tracer) if tracer else step
     else:
-        step = _training_step(net, model, opts, kvstore, instances_per_batch)
+        step = traced_step = _training_step(net, model, opts, kvstore, instances_per_batch,
+                                            tracer.phase if tracer else _no_phase)
 
     mem_peak = 0.0
 
@@ -192,12 +206,24 @@ def run(opts: Options) -> tuple[Report, int]:
         elapsed_ms, waited_ms = timed_batch()
         times_ms.append(elapsed_ms)
         waits_ms.append(waited_ms)
+    # The traced pass comes after the timed batches and never counts in them (nor in mem_peak).
+    trace = tracer.run(lambda: batches.next()[:2], traced_step, net, eager=not opts.hybridize) \
+        if tracer else {}
     report = Report(
         model_title=model.title, instances_per_batch=instances_per_batch,
         warmup_ms=warmup_ms, times_ms=times_ms, waits_ms=waits_ms, mem_peak_mib=mem_peak,
-        real_data=bool(opts.data_dir),
+        real_data=bool(opts.data_dir), trace=trace,
     )
     return report, rank
+
+
+def _tracer(opts: Options, model: Model, rank: int) -> Tracer:
+    """The traced pass's recorder (docs/tracing.md); worker 0 writes the trace."""
+    meta = {"framework": "mxnet", "framework_ver": mx.__version__, "model": opts.model,
+            "model_title": model.title, "phase": "inference" if opts.forward_only else "training",
+            "device": opts.device, "dtype": opts.dtype, "batch_size": opts.batch_size,
+            "hybridize": opts.hybridize, "kv_store": opts.kv_store}
+    return Tracer(opts.trace_level, opts.trace_batches, opts.trace_file, rank == 0, meta)
 
 
 def _peak_rss_mib() -> float:

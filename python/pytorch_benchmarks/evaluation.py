@@ -230,6 +230,10 @@ def _compiled(model: nn.Module, opts: Options) -> nn.Module:
     if opts.cuda_graphs:
         mode = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}.get(
             mode, mode)
+    if getattr(opts, "freezing", False):
+        import torch._inductor.config as inductor_config
+
+        inductor_config.freezing = True  # inference: the weights never change
     # Each prepared batch size is a shape of its own: let dynamo keep them all.
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):

@@ -53,7 +53,13 @@ def _split_label(name: str) -> tuple[str, str] | None:
 
 
 def finish_events(events: list[Event], layers: dict[str, dict[str, str]]) -> list[Event]:
-    """Relabel dlbs's spans, annotate spans and kernels (module doc); returns `events`."""
+    """Relabel dlbs's spans, annotate spans and kernels (module doc); the events to write.
+
+    The profiler schedule's own `ProfilerStep#N` spans go: the step spans say the same.
+    """
+    events = [event for event in events if not (
+        event.get("cat") in ("user_annotation", "gpu_user_annotation")
+        and str(event.get("name", "")).startswith("ProfilerStep#"))]
     for event in events:
         label = _split_label(str(event.get("name", "")))
         if label is None:

@@ -128,7 +128,7 @@ class Tracer:
         else:
             events = self._timed(next_batch, step, layer_spans)
         layers = _layer_info(self.model, self.root) if layer_spans else {}
-        trace_file.finish_events(events, layers)
+        events = trace_file.finish_events(events, layers)
         path = os.path.abspath(self.options.file)
         meta = {**self.meta, "trace_level": self.options.level,
                 "trace_batches": self.options.batches, "layer_spans": layer_spans}

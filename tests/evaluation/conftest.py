@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# The test modules import the backends' shared package (python/benchmark_common) in-process.
+PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
+if str(PYTHON_DIR) not in sys.path:
+    sys.path.insert(0, str(PYTHON_DIR))
 
 
 @pytest.fixture

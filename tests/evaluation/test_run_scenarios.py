@@ -1,4 +1,4 @@
-"""The scenarios as ordinary experiments: planned, swept, run, stored, refused when they can't run."""
+"""The scenarios as ordinary experiments: planned, swept, run, stored, or refused."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_an_ok_experiment_that_now_fails_is_a_regression(runs: dict[str, Path], 
     result = dummy_run(failing, *SWEEP, "-P", "dummy.sleep=0.02", "-E",
                        '{"condition": {"exp.model": "vgg16"}, '
                        '"parameters": {"dummy.fail": "exit"}}')
-    assert result.returncode == 1
+    assert result.returncode == 1 and "1 failure, 1 ok" in result.stderr, result.stderr
     compared = dlbs("compare", str(runs["base"]), str(failing), "--by", "exp.model")
     assert compared.returncode == 1
     assert "now fails" in compared.stdout.lower()

@@ -446,9 +446,22 @@ class SlurmTarget(SchedulerTarget):
                 ids = [line.strip() for line in accounted.stdout.splitlines() if line.strip()]
         return ids
 
-    def final_outcome(self, job_id: str) -> Outcome:
-        """The outcome of a job that has ended (or that the controller forgot)."""
+    def final_outcome(self, job_id: str, seen: JobState | None = None) -> Outcome:
+        """The outcome of a job that has ended (or that the controller forgot).
+
+        `seen` is its last state from `states`: an array task cancelled before it started has
+        no record of its own, only that state.
+        """
         record = self.job_record(job_id)
+        if record is None and seen is not None and seen.final:
+            record = {"JobState": seen.state, "Reason": seen.reason or "None",
+                      "ExitCode": "0:0", "NodeList": "(null)"}
+        if record is None and "_" in job_id and seen is not None and seen.state == "PENDING":
+            # A pending array task that is cancelled leaves the array's record at once and
+            # never gets one of its own: nothing but its absence tells.
+            return Outcome(CANCELLED, f"SLURM job {job_id} CANCELLED before it started (an "
+                           "array task that left the queue while pending)",
+                           details={"job_id": job_id})
         if record is None:
             return self._forgotten(job_id)
         if record.get("JobState", "").split()[0] not in FINAL_STATES:
@@ -464,7 +477,8 @@ class SlurmTarget(SchedulerTarget):
         """The controller's record of a job, or None when it does not know the job."""
         result = _run(["scontrol", "show", "job", "-o", job_id], timeout=30)
         if result.returncode != 0:
-            if "Invalid job id" in result.stderr:
+            answer = result.stderr + result.stdout  # "Job 7_3 not found" comes on stdout
+            if "Invalid job id" in answer or "not found" in answer:
                 return None
             raise LaunchError(f"scontrol show job {job_id} failed: "
                               f"{_one_line(result.stderr or result.stdout)}")

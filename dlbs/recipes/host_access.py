@@ -1,0 +1,140 @@
+"""Container flags that give the container the host, named so that a user sees them.
+
+A benchmark may need one of them (`--cap-add=SYS_ADMIN` for some profilers, `-v /:/host` to
+read a dataset where it lies), so they are not refused; but each is a warning when the plan
+is made (`dlbs plan`, `dlbs validate`, `dlbs run`), one line per flag with the number of
+experiments that use it (docs/security.md). `--ipc=host`, which the frameworks' data
+loaders need for shared memory and the default configs set, is not warned about.
+
+The flags are read from the translation that the run uses (`docker_args.translate`), so what
+is warned about is exactly what the Engine would be asked for.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from dlbs.errors import DlbsError
+from dlbs.recipes.docker_args import DockerArgs, translate
+from dlbs.recipes.invocation import tokens
+from dlbs.recipes.recipe import recipe_for
+from dlbs.util.booleans import truthy
+
+#: Namespaces that `--<name>=host` shares with the host (not ipc: see the module doc).
+HOST_NAMESPACES = {
+    "pid_mode": ("--pid=host", "every process of the host, to see and signal"),
+    "network_mode": ("--network=host", "the host's network stack and ports"),
+    "uts_mode": ("--uts=host", "the host's hostname, to change"),
+    "userns_mode": ("--userns=host", "the host's users (root in it is root on the host)"),
+    "cgroupns": ("--cgroupns=host", "the host's control groups"),
+}
+#: Capabilities that amount to root on the host.
+HOST_CAPABILITIES = frozenset({"ALL", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_RAWIO",
+                               "SYS_BOOT", "SYS_TIME", "NET_ADMIN", "DAC_READ_SEARCH", "BPF",
+                               "MAC_ADMIN", "SYSLOG"})
+#: `--security-opt` values that switch the host's confinement off.
+UNCONFINED = ("seccomp=unconfined", "seccomp:unconfined", "apparmor=unconfined",
+              "apparmor:unconfined", "label=disable", "label:disable",
+              "systempaths=unconfined")
+#: Host folders whose mount hands over the host: its root, system folders, the engines' API.
+HOST_PATHS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run",
+                        "/sbin", "/sys", "/usr", "/var", "/var/run", "/var/lib/docker",
+                        "/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock",
+                        "/run/containerd/containerd.sock"})
+#: Host devices that give raw access to memory or disks.
+RAW_DEVICES = ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/sd", "/dev/nvme", "/dev/vd",
+               "/dev/xvd", "/dev/hd", "/dev/disk/", "/dev/mapper/", "/dev/loop", "/dev/dm-")
+
+
+def host_access(args: DockerArgs) -> list[str]:
+    """One text per flag of `args` that gives the container the host: what it gives."""
+    kwargs = args.kwargs
+    found: list[str] = []
+    if kwargs.get("privileged"):
+        found.append("--privileged gives the container every device and capability of the "
+                     "host")
+    for key, (flag, what) in HOST_NAMESPACES.items():
+        if str(kwargs.get(key, "")).lower() == "host":
+            found.append(f"{flag} gives the container {what}")
+    for capability in kwargs.get("cap_add", []):
+        name = str(capability).upper().removeprefix("CAP_")
+        if name in HOST_CAPABILITIES:
+            found.append(f"--cap-add={name} gives the container " +
+                         ("every capability" if name == "ALL" else
+                          "a capability that acts on the host"))
+    for option in kwargs.get("security_opt", []):
+        if str(option).replace(" ", "") in UNCONFINED:
+            found.append(f"--security-opt={option} gives the container the host's kernel "
+                         "without confinement")
+    for volume in kwargs.get("volumes", []):
+        source = str(volume).split(":", 1)[0]
+        if _host_path(source):
+            found.append(f"-v {volume} gives the container the host's {source}")
+    for mount in kwargs.get("mounts", []):
+        source = str(mount.get("Source") or "")
+        if mount.get("Type") == "bind" and _host_path(source):
+            found.append(f"--mount source={source} gives the container the host's {source}")
+    for device in kwargs.get("devices", []):
+        host = str(device).split(":", 1)[0]
+        if host.startswith(RAW_DEVICES):
+            found.append(f"--device {host} gives the container the host's {host}, raw")
+    for rule in kwargs.get("device_cgroup_rules", []):
+        if str(rule).strip().startswith("a"):
+            found.append(f"--device-cgroup-rule={rule} gives the container every device")
+    return found
+
+
+def _host_path(source: str) -> bool:
+    if not source.startswith("/"):
+        return False  # a named volume
+    normal = posixpath.normpath(source)
+    return normal in HOST_PATHS or normal.endswith((".sock", "/docker.sock"))
+
+
+def experiment_host_access(experiment: Mapping[str, Any]) -> list[str]:
+    """`host_access` of an experiment's container; none on bare metal or when untranslatable.
+
+    A flag that cannot be translated is left to the run, which reports it.
+    """
+    if not truthy(experiment.get("exp.docker", False)):
+        return []
+    try:
+        try:
+            flags = recipe_for(experiment).docker_arg_tokens(experiment)
+        except DlbsError:
+            flags = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
+        return host_access(translate(flags))
+    except DlbsError:
+        return []
+
+
+class HostAccessWatch:
+    """Counts, over a plan, the experiments whose container gets the host through each flag."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._cache: dict[tuple[Any, ...], list[str]] = {}
+
+    def watch(self, experiments: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Yield `experiments` unchanged, noting each one's flags on the way."""
+        for experiment in experiments:
+            self.add(experiment)
+            yield experiment
+
+    def add(self, experiment: Mapping[str, Any]) -> None:
+        if not truthy(experiment.get("exp.docker", False)):
+            return
+        framework = experiment.get("exp.framework")
+        key = (framework, repr(experiment.get(f"{framework}.docker_args")),
+               repr(experiment.get("exp.docker_args")))
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = experiment_host_access(experiment)
+        self.counts.update(found)
+
+    def warnings(self) -> list[str]:
+        return [f"exp.docker_args: {text} ({count} experiment{'s' if count > 1 else ''}; see "
+                f"docs/security.md)" for text, count in self.counts.items()]

@@ -1,0 +1,131 @@
+"""The Chrome trace the traced pass writes (docs/tracing.md "The trace file"); stdlib only.
+
+`merge_events` joins the spans the traced pass timed itself (steps, phases, Gluon blocks)
+with what `mx.profiler` dumped (operators, memory counters): MXNet's "B"/"E" pairs become
+complete ("X") events, its asynchronous "b"/"e" copies of them go, and its 64-bit process
+and thread ids become small numbers (Perfetto reads ids as signed 64-bit integers). Both
+clocks are the same: MXNet stamps events with microseconds since the epoch, as
+`time.time_ns() / 1000` does. `nest_spans` then gives every span what the views read from
+its `args`: its `batch`, and a block span its `parent` and `depth`. `write_trace` writes the
+file: gzip-compressed, the `dlbs` metadata first, to a temporary file renamed over the target.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable
+from typing import Any
+
+FORMAT_VERSION = 1
+STEP, PHASE, LAYER = "dlbs.step", "dlbs.phase", "dlbs.layer"
+SPAN_CATEGORIES = (STEP, PHASE, LAYER)
+_ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
+#: Ids above this are MXNet's hashes, renumbered.
+_LARGEST_ID = 2**31 - 1
+
+Event = dict[str, Any]
+
+
+def merge_events(spans: list[Event], profiled: list[Event]) -> list[Event]:
+    """The traced pass's spans and MXNet's events as one list of complete events."""
+    events: list[Event] = []
+    ids: dict[Any, int] = {}
+    open_events: dict[tuple[Any, Any], list[Event]] = {}
+    for event in profiled:
+        phase = event.get("ph")
+        if phase in ("b", "e"):
+            continue  # MXNet's asynchronous duplicates of its B/E operator events
+        for key in ("pid", "tid"):
+            if isinstance(event.get(key), int) and event[key] > _LARGEST_ID:
+                event[key] = ids.setdefault(event[key], len(ids) + 1000)
+        if phase == "B":
+            open_events.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+        elif phase == "E":
+            stack = open_events.get((event.get("pid"), event.get("tid")))
+            if stack:
+                begin = stack.pop()
+                complete = {key: value for key, value in begin.items() if key != "ph"}
+                complete["ph"] = "X"
+                complete["dur"] = max(0, event["ts"] - begin["ts"])
+                events.append(complete)
+        else:
+            events.append(event)
+    events.extend(spans)
+    return events
+
+
+def _end(event: Event) -> float:
+    return event["ts"] + event["dur"]
+
+
+def nest_spans(events: list[Event], layers: dict[str, dict[str, str]]) -> None:
+    """batch, parent and depth of the traced pass's spans, from how they nest."""
+    by_thread: dict[tuple[Any, Any], list[Event]] = {}
+    for event in events:
+        if event.get("cat") in SPAN_CATEGORIES and event.get("ph") == "X":
+            by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    for spans in by_thread.values():
+        spans.sort(key=lambda e: (e["ts"], -e["dur"], _ORDER[e["cat"]]))
+        open_spans: list[Event] = []
+        batch = -1
+        for span in spans:
+            while open_spans and (span["ts"] >= _end(open_spans[-1]) or
+                                  _end(span) > _end(open_spans[-1])):
+                open_spans.pop()
+            args = span.setdefault("args", {})
+            if span["cat"] == STEP:
+                batch += 1
+                args["batch"] = batch
+            elif batch >= 0 and any(outer["cat"] == STEP for outer in open_spans):
+                args["batch"] = batch
+            if span["cat"] == LAYER:
+                enclosing = [outer for outer in open_spans if outer["cat"] == LAYER]
+                args["parent"] = enclosing[-1]["name"] if enclosing else ""
+                args["depth"] = len(enclosing)
+                args.update(layers.get(span["name"], {}))
+            open_spans.append(span)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _dumps(event: Event) -> str:
+    try:
+        return json.dumps(event, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(event), allow_nan=False)
+
+
+def write_trace(path: str, meta: dict[str, Any], events: Iterable[Event]) -> None:
+    """Write the trace (module doc); a failure leaves nothing at `path` but what was there."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                         dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as packed:
+                packed.write(f'{{"dlbs": {_dumps({"format": FORMAT_VERSION, **meta})}, '
+                             f'"displayTimeUnit": "ms", "traceEvents": [\n'.encode())
+                first = True
+                for event in events:
+                    packed.write((("" if first else ",\n") + _dumps(event)).encode())
+                    first = False
+                packed.write(b"\n]}\n")
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

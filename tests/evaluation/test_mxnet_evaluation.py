@@ -1,0 +1,135 @@
+"""MXNet: `dlbs run` reports the top-1 a plain loop computes, from a folder, RecordIO, LMDB.
+
+As for PyTorch: a tiny colour classifier (registered through mxnet.extra_models) is trained
+here, saved with `save_parameters`, and evaluated on images where every fourth one shows the
+next class's colour.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from evaluation_helpers import (
+    MXNET_MODELS,
+    PYTHON_DIR,
+    logs_by_scenario,
+    make_image_folder,
+    run_backend,
+    top_k_fractions,
+    training_batch,
+)
+
+pytestmark = [pytest.mark.mxnet, pytest.mark.slow]
+CLASSES = 4
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(models file, weights file, evaluation folder, plain loop's (top1, top5))."""
+    import mxnet as mx
+    from benchmark_common.datasets import open_dataset
+    from benchmark_common.preprocess import preprocess
+    from mxnet import autograd, gluon
+
+    root = tmp_path_factory.mktemp("mxnet_eval")
+    models = root / "models.py"
+    models.write_text(MXNET_MODELS)
+    namespace: dict = {}
+    exec(compile(MXNET_MODELS.split("@register_model")[0].replace(
+        "from mxnet_benchmarks.models import Model, register_model", ""), "models", "exec"),
+        namespace)
+    mx.random.seed(0)
+    net = namespace["tiny_classifier"](CLASSES)
+    net.initialize(mx.init.Xavier())
+    images, labels = training_batch(CLASSES, 128, seed=1)
+    data, targets = mx.nd.array(images), mx.nd.array(labels)
+    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 0.05})
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    for _ in range(80):
+        with autograd.record():
+            value = loss(net(data), targets)
+        value.backward()
+        trainer.step(len(labels))
+    weights = root / "tiny.params"
+    net.save_parameters(str(weights))
+    folder = make_image_folder(root / "eval", CLASSES, per_class=12, seed=2, mislabeled_every=4)
+    # The plain loop: every image of the folder, preprocessed, through the network.
+    dataset = open_dataset(str(folder), "image_folder")
+    batch = np.stack([preprocess(dataset.image(i), 32) for i in range(len(dataset))])
+    scores = net(mx.nd.array(batch)).asnumpy()
+    expected = top_k_fractions(scores, [dataset.label(i) for i in range(len(dataset))])
+    assert 0.6 <= expected[0] <= 0.8
+    return models, weights, folder, expected
+
+
+def test_accuracy_is_the_plain_loops_on_a_folder(run_dlbs, tmp_path, trained):
+    models, weights, folder, (top1, top5) = trained
+    result = run_dlbs("run", "-P", "exp.framework=mxnet", "-P", "exp.model=tiny_colours_mx",
+                      "-P", f"mxnet.extra_models={models}", "-P", f"exp.weights={weights}",
+                      "-P", f"exp.data_dir={folder}", "-P", "exp.replica_batch=5",
+                      "-P", "exp.scenario=accuracy")
+    assert result.returncode == 0, result.stderr
+    values = logs_by_scenario(tmp_path / "logs")["accuracy"]
+    assert (values["results.top1"], values["results.top5"]) == (top1, top5)
+    assert values["results.num_samples"] == 48
+
+
+@pytest.mark.parametrize("kind", ["recordio", "caffe_lmdb"])
+def test_accuracy_is_the_same_from_recordio_and_lmdb(tmp_path, trained, kind):
+    import mxnet as mx
+    from benchmark_common.datasets import open_dataset
+
+    models, weights, folder, (top1, top5) = trained
+    if kind == "recordio":
+        data = tmp_path / "eval.rec"
+        writer = mx.recordio.MXRecordIO(str(data), "w")
+        dataset = open_dataset(str(folder), "image_folder")
+        for index in range(len(dataset)):
+            header = mx.recordio.IRHeader(0, float(dataset.label(index)), index, 0)
+            writer.write(mx.recordio.pack(header, Path(dataset.name(index)).read_bytes()))
+        writer.close()
+    else:
+        data = tmp_path / "eval_lmdb"
+        subprocess.run([sys.executable, str(PYTHON_DIR / "pytorch_benchmarks" /
+                                            "build_caffe_lmdb.py"), "--image_folder",
+                        str(folder), "--output", str(data)], check=True, capture_output=True,
+                       timeout=120)
+    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                      "--weights", str(weights), "--data_dir", str(data), "--device", "cpu",
+                      "--forward_only", "--batch_size", "7", "--scenario", "accuracy",
+                      "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 0, run.stderr
+    assert (run.values["results.top1"], run.values["results.top5"]) == (top1, top5)
+
+
+def test_random_weights_score_one_in_k(tmp_path, trained):
+    noise = make_image_folder(tmp_path / "noise", 10, per_class=20, seed=3, noise_only=True)
+    run = run_backend("mxnet", "--model", "tiny_ten_mx", "--extra_models", str(trained[0]),
+                      "--data_dir", str(noise), "--device", "cpu", "--forward_only",
+                      "--batch_size", "16", "--scenario", "accuracy",
+                      "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 0, run.stderr
+    assert run.values["results.top1"] == pytest.approx(0.1, abs=0.085)
+    assert run.values["results.top5"] == pytest.approx(0.5, abs=0.14)
+
+
+def test_latency_scenarios_and_weights_that_do_not_fit(tmp_path, trained):
+    models, weights, _, _ = trained
+    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                      "--weights", str(weights), "--device", "cpu", "--forward_only",
+                      "--batch_size", "4", "--scenario", "server", "--target_qps", "20",
+                      "--latency_bound_ms", "1000", "--min_duration_s", "0.5",
+                      "--min_query_count", "10", "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 0, run.stderr
+    assert run.values["results.latency_bound_met"] is True
+    assert 0 < run.values["results.latency_p50"] <= run.values["results.latency_p99"]
+    wrong = run_backend("mxnet", "--model", "tiny_ten_mx", "--extra_models", str(models),
+                        "--weights", str(weights), "--device", "cpu", "--forward_only",
+                        "--scenario", "offline", "--loadgen_dir", str(tmp_path / "lg2"))
+    assert wrong.returncode == 2
+    assert "cannot be loaded into model tiny_ten_mx" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

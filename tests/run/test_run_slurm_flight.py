@@ -1,0 +1,210 @@
+"""A sweep in flight on the real two-node SLURM cluster.
+
+Kill -9 and resume, interrupts, the remembered out-of-memory limit, sbatch's submit limits
+and the cluster workflow's parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.run.conftest import attempts
+
+pytestmark = pytest.mark.slurm
+
+DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.scheduler=slurm", "-P", "exp.num_batches=2",
+         "-P", "exp.num_warmup_batches=0"]
+
+
+def _background(tmp_path: Path, *args: str, env: dict[str, str] | None = None
+                ) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "dlbs.cli.main", "run", *args],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, **(env or {})})
+
+
+def _rows(db: Path) -> list[tuple]:
+    """(exp_id, attempt, status, job_id) of every attempt; [] while there is no database."""
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT exp_id, attempt, status, job_id FROM attempts "
+                                "ORDER BY started_at").fetchall()
+    except sqlite3.Error:
+        return []
+
+
+def _wait_until(condition, what: str, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _jobs_of(folder: Path) -> list[dict[str, str]]:
+    """Every job (array task) the controller knows that ran in `folder`: one per submission."""
+    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True,
+                         timeout=60).stdout
+    jobs = []
+    for line in out.splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if fields.get("WorkDir") == str(folder):
+            jobs.append(fields)
+    return jobs
+
+
+def _states(job_ids: list[str]) -> dict[str, str]:
+    out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(job_ids),
+                          "-o", "%i %T"], capture_output=True, text=True, timeout=60).stdout
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def test_kill_9_mid_sweep_then_resume_submits_nothing_twice(run_dlbs, tmp_path, slurm_cluster):
+    spec = [*DUMMY, "-P", "dummy.sleep=1.5", "-P", "slurm.exclusive=true",
+            "-P", "slurm.max_in_flight=2", "-V", "exp.replica_batch=[1, 2, 3, 4, 5, 6]"]
+    sweep = _background(tmp_path, *spec)
+    db = tmp_path / "logs" / "results.db"
+
+    def mid_sweep() -> bool:  # one ended, one in flight with its job id, some not submitted
+        rows = _rows(db)
+        return (any(r[2] == "ok" for r in rows) and len(rows) < 6 and
+                any(r[2] is None and r[3] and not r[3].startswith("pending:") for r in rows))
+
+    _wait_until(mid_sweep, "the sweep never had a job ended and another in flight")
+    os.killpg(sweep.pid, signal.SIGKILL)
+    sweep.communicate()
+    before = _rows(db)
+    in_flight = [r for r in before if r[2] is None]
+    assert in_flight and len(before) < 6
+    result = run_dlbs("run", *spec, timeout=300)
+    assert result.returncode == 0, result.stderr
+    for exp_id, _, _, job_id in in_flight:
+        if not job_id.startswith("pending:"):
+            assert f"re-attaching to SLURM job {job_id} of experiment {exp_id}" in result.stderr
+    after = _rows(db)
+    # Every experiment ran once, in one attempt, by one job: nothing was submitted twice.
+    assert sorted((r[1], r[2]) for r in after) == [(1, "ok")] * 6
+    assert len({r[3] for r in after}) == 6
+    assert len(_jobs_of(tmp_path)) == 6
+    assert "6 ok" not in result.stderr  # the first run's experiments are not counted again
+    assert "unchanged" in result.stderr
+
+
+def test_sigterm_cancels_the_jobs_in_flight(tmp_path, slurm_cluster):
+    sweep = _background(tmp_path, *DUMMY, "-P", "dummy.fail=hang",
+                        "-V", "exp.replica_batch=[1, 2]")
+    db = tmp_path / "logs" / "results.db"
+    _wait_until(lambda: sum(1 for r in _rows(db) if r[3] and ":" not in r[3]) == 2,
+                "the jobs were not submitted")
+    job_ids = [r[3] for r in _rows(db)]
+    os.killpg(sweep.pid, signal.SIGTERM)
+    _, err = sweep.communicate(timeout=180)
+    assert sweep.returncode == 130, err
+    rows = _rows(db)
+    assert [r[2] for r in rows] == ["interrupted", "interrupted"], rows
+    # Cancelled: nothing of the sweep is queued or running (a task cancelled while pending
+    # leaves the queue at once, the others show CANCELLED).
+    assert set(_states(job_ids).values()) <= {"CANCELLED"}
+
+
+def test_sighup_with_keep_leaves_the_jobs_for_the_next_run(run_dlbs, tmp_path, slurm_cluster):
+    spec = [*DUMMY, "-P", "dummy.sleep=2", "-P", "slurm.on_interrupt=keep",
+            "-V", "exp.replica_batch=[1, 2]"]
+    sweep = _background(tmp_path, *spec)
+    db = tmp_path / "logs" / "results.db"
+    _wait_until(lambda: sum(1 for r in _rows(db) if r[3] and ":" not in r[3]) == 2,
+                "the jobs were not submitted")
+    os.killpg(sweep.pid, signal.SIGHUP)
+    _, err = sweep.communicate(timeout=180)
+    assert sweep.returncode == 130, err
+    assert "2 SLURM job(s) left queued or running (slurm.on_interrupt: keep)" in err
+    assert [r[2] for r in _rows(db)] == [None, None]  # open, with their job ids
+    again = run_dlbs("run", *spec, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("re-attaching to SLURM job") == 2
+    assert sorted((r[1], r[2]) for r in _rows(db)) == [(1, "ok"), (1, "ok")]
+
+
+def test_out_of_memory_cancels_the_queued_larger_batches(run_dlbs, tmp_path, slurm_cluster):
+    oom = '{"condition": {"exp.replica_batch": 8}, "parameters": {"dummy.fail": "oom"}}'
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=3", "-P", "slurm.exclusive=true",
+                      "-V", "exp.replica_batch=[8, 16, 32, 64]", "-E", oom, timeout=300)
+    assert result.returncode == 1, result.stderr
+    with sqlite3.connect(tmp_path / "logs" / "results.db") as conn:
+        rows = conn.execute("SELECT json_extract(params, '$.\"exp.replica_batch\"'), status, "
+                            "status_msg FROM attempts").fetchall()
+    by_batch = {batch: (status, message) for batch, status, message in rows}
+    assert by_batch[8][0] == "failure" and "out of memory" in by_batch[8][1]
+    # 16 runs beside 8 on the other node. When 8 fails, SLURM may start 32 on its node before
+    # dlbs looks (a running job is left to end); 64 waits behind 16 and is cancelled.
+    assert by_batch[16][0] == "ok" and by_batch[32][0] in ("ok", "skipped")
+    status, message = by_batch[64]
+    assert status == "skipped" and "which ran out of memory" in message, message
+    assert "was cancelled" in message
+    assert "cancelled" in result.stderr and "queued job(s) of larger batches" in result.stderr
+
+
+FAKE_LIMIT = r"""#!/bin/sh
+# A QOS submit limit, as SLURM refuses it (it needs accounting storage, which the test
+# cluster has not): at most {limit} jobs (array tasks count one each) of this folder queued
+# or running. The script is sbatch's last argument.
+for script; do :; done
+last=$(sed -n 's/^#SBATCH --array=0-\([0-9]*\)$/\1/p' "$script")
+size=$(( ${{last:--1}} + 1 ))
+n=$(squeue -h -r -t PENDING,CONFIGURING,RUNNING,COMPLETING -o '%Z' | grep -cx '{folder}')
+if [ $((n + size)) -gt {limit} ]; then
+    reason="Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+    echo "sbatch: error: Batch job submission failed: $reason" >&2
+    exit 1
+fi
+exec {sbatch} "$@"
+"""
+
+
+def test_a_submit_limit_is_waited_out(run_dlbs, tmp_path, slurm_cluster):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "sbatch"
+    wrapper.write_text(FAKE_LIMIT.format(limit=2, folder=tmp_path, sbatch=shutil.which("sbatch")))
+    wrapper.chmod(0o755)
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=1", "-V",
+                      "exp.replica_batch=[1, 2, 3, 4, 5]", timeout=300,
+                      env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr
+    assert "job submit limit" in result.stderr and "wait for room" in result.stderr
+    assert sorted(r[2] for r in attempts(tmp_path / "logs" / "results.db")) == ["ok"] * 5
+    assert len(_jobs_of(tmp_path)) == 5
+
+
+def test_the_cluster_workflow_runs_from_parameters(run_dlbs, tmp_path, slurm_cluster):
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    prologue = textwrap.dedent(f"""
+        echo "prologue on $SLURMD_NODENAME cpus=$SLURM_CPUS_PER_TASK"
+        test -d {wheelhouse}
+    """).strip().splitlines()
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0", "-P", "slurm.cpus_per_task=2",
+                      "-P", "slurm.mem=100M", "-P", "slurm.exclusive=true",
+                      "-P", f"slurm.prologue={json.dumps(prologue)}")
+    assert result.returncode == 0, result.stderr
+    (log,) = (tmp_path / "logs").glob("*.log")
+    text = log.read_text()
+    assert "prologue on node1 cpus=2" in text
+    script = Path(str(log) + ".sbatch").read_text()
+    for line in ("#SBATCH --cpus-per-task=2", "#SBATCH --mem=100M", "#SBATCH --exclusive"):
+        assert line in script.splitlines()
+    failing = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0", "-P", "exp.model=other",
+                       "-P", 'slurm.prologue=["false"]')
+    assert failing.returncode == 1
+    assert "slurm.prologue failed" in "".join(
+        p.read_text() for p in (tmp_path / "logs").glob("*other*.log"))
