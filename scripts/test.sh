@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs and run all of it (as root on Debian 12):
-# the venv with PyTorch and MXNet, the Docker Engine and a local test image, a
+# the venv with PyTorch and MXNet, the Docker Engine and a local test image (also served
+# by Podman's Docker-compatible API), a
 # two-node SLURM cluster on this machine, and Debian's chromium (HTML report test).
 # Extra arguments go to pytest.
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --all
 bash .ci/services/docker.sh
 bash .ci/services/test-image.sh
+bash .ci/services/podman.sh
 bash .ci/services/slurm.sh
 bash .ci/services/chromium.sh
 exec .venv/bin/python -m pytest "$@"

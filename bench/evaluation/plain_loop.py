@@ -23,7 +23,6 @@ import time
 import torch
 import torchvision
 
-
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import textwrap
+from typing import Any
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.config.limits import EXPRESSION_SECONDS
+from dlbs.config.patterns import IGNORECASE, compile_pattern, too_slow
 from dlbs.config.values import render
 from dlbs.errors import ConfigError
 
@@ -19,13 +21,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec_arguments(parser)
 
 
-def _compile(pattern: str | None, flag: str) -> re.Pattern[str] | None:
+def _compile(pattern: str | None, flag: str) -> Any:
     if pattern is None:
         return None
     try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as error:
-        raise ConfigError(f"{flag} {pattern!r} is not a valid regular expression: {error}") \
+        return compile_pattern(pattern, IGNORECASE)
+    except ConfigError as error:
+        reason = error.message.rpartition(": ")[2]
+        raise ConfigError(f"{flag} {pattern!r} is not a valid regular expression: {reason}") \
+            from None
+
+
+def _search(pattern: Any, text: str, flag: str) -> bool:
+    """A search within the regular expressions' time budget (docs/security.md)."""
+    try:
+        return pattern.search(text, timeout=EXPRESSION_SECONDS) is not None
+    except TimeoutError:
+        raise ConfigError(f"{flag}: {too_slow(pattern, text, EXPRESSION_SECONDS).message}") \
             from None
 
 
@@ -34,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
     text = _compile(args.text_regex, "--text")
     found = 0
     for name, definition in spec_from_args(args).params.items():
-        if names is not None and not names.search(name):
+        if names is not None and not _search(names, name, "--params"):
             continue
-        if text is not None and not text.search(definition.desc):
+        if text is not None and not _search(text, definition.desc, "--text"):
             continue
         found += 1
         value = definition.value
@@ -45,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}  ({definition.type or 'any'}, default {shown})")
         if definition.choices is not None:
             print(f"    choices: {', '.join(render(c) or repr(c) for c in definition.choices)}")
+        if definition.minimum is not None or definition.maximum is not None:
+            low = "" if definition.minimum is None else render(definition.minimum)
+            high = "" if definition.maximum is None else render(definition.maximum)
+            print(f"    range: {low} .. {high}".rstrip())
         if definition.desc:
             print(textwrap.fill(definition.desc, 96, initial_indent="    ",
                                 subsequent_indent="    "))

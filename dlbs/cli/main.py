@@ -61,6 +61,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _open_closed_streams() -> None:
     """`dlbs report >&-`: a closed stdout (or stderr) is a reader that left, as a broken pipe.
 
@@ -87,9 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DlbsError as error:
         if args.debug:
             raise
-        print(f"dlbs: error: {error.message}", file=sys.stderr)
+        # One line each, whatever a file name or a value in them holds.
+        print(f"dlbs: error: {_one_line(error.message)}", file=sys.stderr)
         if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
+            print(f"hint: {_one_line(error.hint)}", file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
         print("dlbs: interrupted", file=sys.stderr)

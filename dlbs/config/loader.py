@@ -205,6 +205,7 @@ class SpecBuilder:
             # A rule (docs/language.md section 7): it refuses what it matches, sets nothing.
             if not isinstance(error, str) or not error.strip():
                 raise ConfigError(f"{source}: 'error' must be a message (a non-empty string)")
+            error = " ".join(error.split())  # printed as one line
             if parameters or cases:
                 raise ConfigError(f"{source}: an extension with 'error' refuses the "
                                   f"experiments it matches; it cannot also set parameters",

@@ -17,6 +17,7 @@ from dlbs.config.limits import EXPRESSION_SECONDS, MAX_STRING
 from dlbs.errors import ConfigError
 
 Pattern = regex.Pattern
+IGNORECASE = regex.IGNORECASE
 Match = type(regex.match("", ""))
 
 _compiled: dict[tuple[str, int], Any] = {}

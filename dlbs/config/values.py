@@ -16,6 +16,7 @@ import orjson
 
 from dlbs.config.limits import INT_MAX, INT_MIN, MAX_NESTING, MAX_VALUE_CHARS
 from dlbs.errors import ConfigError
+from dlbs.util import exact_json
 from dlbs.util.booleans import parse_bool
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
@@ -38,7 +39,10 @@ def render(value: Any, null: str = "") -> str:
         return repr(value)
     if isinstance(value, list):
         return " ".join(render(item, null) for item in value)
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits, which check_plain then refuses
+        return exact_json.dumps(value)
 
 
 def shell_word(text: str) -> str:

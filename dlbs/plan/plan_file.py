@@ -134,6 +134,8 @@ def _check_experiment(experiment: dict[str, Any], declared: Mapping[str, ParamDe
             shown = repr(name) if len(name) <= 60 else repr(name[:57]) + "..."
             raise ConfigError(f"invalid parameter name {shown}", hint=NAME_RULE)
         try:
+            if type(value) is not int:  # an int is checked against min and max first
+                check_plain(value)
             definition = declared.get(name)
             if definition is not None and value is not None:
                 value = experiment[name] = _as_declared(definition, value)

@@ -95,12 +95,12 @@ def compare(base: Sequence[Record], new: Sequence[Record], *, by: Sequence[str] 
     values_of = keys_module.value_lists(both)
     keys, differences = _match_keys(sides, rules, by, values_of)
     comparison = Comparison(keys=[], threshold=threshold, alpha=alpha, differences=differences)
-    index = {name: values_of(name) for name in keys}
+    match_keys = list(zip(*(values_of(name) for name in keys))) if keys else [()] * len(both)
     split = len(sides[0])
     tables: list[dict[tuple[Any, ...], int]] = [{}, {}]
     for side, (start, stop) in enumerate(((0, split), (split, len(both)))):
         for position in range(start, stop):
-            key = tuple(index[name][position] for name in keys)
+            key = match_keys[position]
             if key in tables[side]:
                 raise ResultsError(
                     f"{('BASE', 'NEW')[side]} has two experiments that the match keys "

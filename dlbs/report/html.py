@@ -14,14 +14,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
-
 from dlbs import __version__
 from dlbs.report.keys import title
 from dlbs.report.metrics import MONITOR_COLUMNS, Metric, combine, metric
 from dlbs.report.render import TITLES, header_lines, key_text, layout, number
 from dlbs.report.select import Experiment, as_text
 from dlbs.report.tables import SCALING, Report
+from dlbs.util import exact_json
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
@@ -141,12 +140,12 @@ def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
     """Distinct environments of the measured attempts, with framework versions and counts."""
-    found: dict[bytes, dict[str, Any]] = {}
+    found: dict[str, dict[str, Any]] = {}
     for cell in report.cells:
         for record in cell.attempts:
             if not record.environment:
                 continue
-            key = orjson.dumps(record.environment, option=orjson.OPT_SORT_KEYS)
+            key = exact_json.dumps(record.environment, sort_keys=True)
             entry = found.setdefault(key, {"environment": record.environment,
                                            "experiments": set(), "frameworks": set(),
                                            "models": set()})

@@ -188,7 +188,8 @@ def value_lists(records: Sequence[Record]) -> ValuesOf:
                 found = [value_of(record, key) for record in records]
             else:
                 found = [record.experiment.get(key) for record in records]
-            if any(isinstance(value, list | dict) for value in found):
+            types = set(map(type, found))
+            if list in types or dict in types:
                 found = [hashable(value) for value in found]
             cache[key] = found
         return found

@@ -178,19 +178,17 @@ def render_markdown(report: Report) -> str:
 
 def record_columns(report: Report) -> list[str]:
     """Fields of a CSV report: constant and row keys, the column axis, the values."""
-    records = report.records()
-    return list(records[0]) if records else ["samples"]
+    return report.fields()
 
 
 def render_csv(report: Report) -> str:
     """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr)."""
-    records = report.records()
-    columns = list(records[0]) if records else ["samples"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for record in records:
-        writer.writerow([csv_cell(record.get(column)) for column in columns])
+    writer.writerow(report.fields())
+    writer.writerows([value if isinstance(value, str | int | float) and
+                      not isinstance(value, bool) else csv_cell(value) for value in row]
+                     for row in report.table())
     return buffer.getvalue()
 
 

@@ -14,11 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from dlbs.errors import ResultsError
 from dlbs.report.identity import KeyRules, experiment_identity, value_of
 from dlbs.results.sources import Record
+from dlbs.util import exact_json
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ def as_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, default=str).decode()
+    return exact_json.dumps(value)
 
 
 def resolve_key(key: str, records: Sequence[Record]) -> str:

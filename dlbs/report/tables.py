@@ -20,7 +20,7 @@ from typing import Any
 
 from dlbs.errors import ResultsError
 from dlbs.report import keys as keys_module
-from dlbs.report.identity import KeyRules, key_rules, value_of
+from dlbs.report.identity import JsonKey, KeyRules, key_rules, value_of
 from dlbs.report.keys import EXP_ID, display_order, field_name, title
 from dlbs.report.metrics import (
     EFFICIENCY,
@@ -145,23 +145,43 @@ class Report:
         self._rows = (len(self.cells), rows)
         return rows
 
-    def records(self) -> list[dict[str, Any]]:
-        """One flat record per cell (CSV row, JSON object), numbers rounded to 2 decimals."""
-        constants = {field_name(key): value for key, value in self.constants}
+    def fields(self) -> list[str]:
+        """Names of a record's fields: constant and row keys, the column axis, the values."""
+        return [field_name(key) for key, _ in self._record_constants()] + self._own_fields()
+
+    def _own_fields(self) -> list[str]:
+        names = [field_name(key) for key in self.row_keys]
+        if self.column_key is not None:
+            names.append(_column_field(self))
+        return [*names, *(item.field for item in self.metrics), "time_std_pct", "samples"]
+
+    def _record_constants(self) -> list[tuple[str, Any]]:
+        # A constant named like another field (CPU scaling: gpus 0 and the gpus column) yields.
+        own = self._own_fields()
+        return [(key, value) for key, value in self.constants if field_name(key) not in own]
+
+    def table(self) -> list[list[Any]]:
+        """One list per cell, in `fields()` order and display order (2-decimal numbers)."""
+        constants = [value for _, value in self._record_constants()]
+        keys = [item.key for item in self.metrics]
         out = []
         for shown, cells in self.rows():
             for column in sorted(cells, key=sort_key):
                 cell = cells[column]
-                record = dict(constants)
-                record.update({field_name(k): v for k, v in zip(self.row_keys, shown)})
+                values = cell.values
+                row = [*constants, *shown]
                 if self.column_key is not None:
-                    record[_column_field(self)] = column
-                for item in self.metrics:
-                    record[item.field] = _rounded(cell.values.get(item.key))
-                record["time_std_pct"] = _rounded(cell.spread_pct)
-                record["samples"] = cell.samples
-                out.append(record)
+                    row.append(column)
+                row.extend(_rounded(values.get(key)) for key in keys)
+                row.append(_rounded(cell.spread_pct))
+                row.append(cell.samples)
+                out.append(row)
         return out
+
+    def records(self) -> list[dict[str, Any]]:
+        """One flat record per cell (CSV row, JSON object), numbers rounded to 2 decimals."""
+        names = self.fields()
+        return [dict(zip(names, row)) for row in self.table()]
 
     def footnotes(self) -> list[str]:
         """What the tables leave out and how their cells were made."""
@@ -349,13 +369,13 @@ def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record
         latest = attempts[-1]
         row = tuple(values[index] for values in row_values)
         shown = row
-        if any(isinstance(value, bytes) for value in row):   # lists and objects, as JSON
-            shown = tuple(value_of(latest, key) if isinstance(value, bytes) else value
+        if any(isinstance(value, JsonKey) for value in row):   # lists and objects
+            shown = tuple(value_of(latest, key) if isinstance(value, JsonKey) else value
                           for key, value in zip(report.row_keys, row))
         column = None
         if columns is not None:
             column = columns[index]
-            if isinstance(column, bytes):
+            if isinstance(column, JsonKey):
                 column = as_text(value_of(latest, str(report.column_key)))
         cell = Cell(row=row, shown=shown, column=column, experiment=experiment,
                     attempts=attempts)

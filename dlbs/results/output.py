@@ -7,12 +7,12 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
+from dlbs.util import exact_json
 
 
 def to_json(document: Any) -> str:
     """Indented JSON, keys in the order they were read; NaN and Infinity become null."""
-    return orjson.dumps(document, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return exact_json.dumps(document, indent=True) + "\n"
 
 
 def experiment_columns(experiments: Sequence[dict[str, Any]]) -> list[str]:
@@ -39,7 +39,7 @@ def csv_cell(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value, default=str).decode()
+    return exact_json.dumps(value)
 
 
 def experiments_to_csv(experiments: Sequence[dict[str, Any]]) -> str:

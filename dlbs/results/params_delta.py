@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
+from dlbs.util import exact_json
 
 # A base is reused while an attempt differs from it in at most this fraction of its keys.
 REUSE_FRACTION = 0.5
@@ -36,7 +36,7 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b) or a != b:
         return False
     if isinstance(a, list | dict):
-        return orjson.dumps(a, default=str) == orjson.dumps(b, default=str)
+        return exact_json.dumps(a) == exact_json.dumps(b)
     return True
 
 

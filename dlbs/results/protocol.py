@@ -82,7 +82,7 @@ def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
             pass
     try:
         return True, json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # deeper than any result
         return False, None
 
 

@@ -13,11 +13,10 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import orjson
-
 from dlbs.results import stats
 from dlbs.results.params_delta import BaseChooser
 from dlbs.results.summary import summarize
+from dlbs.util import exact_json
 
 SCHEMA_VERSION = 2
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
@@ -105,7 +104,7 @@ CREATE TABLE oom_limits (
 
 def dumps(value: Any) -> str:
     """JSON as the store writes it: keys sorted; a value of an odd type kept as its text."""
-    return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    return exact_json.dumps(value, sort_keys=True)
 
 
 def summary_row(params: Mapping[str, Any], results: Mapping[str, Any] | None,
@@ -127,12 +126,12 @@ def param_columns(conn: sqlite3.Connection, chooser: BaseChooser,
     chosen = chooser.choose(params)
     if chosen is None:
         cursor = conn.execute("INSERT INTO param_bases (params) VALUES (?)",
-                              (orjson.dumps(dict(params), default=str).decode(),))
+                              (exact_json.dumps(dict(params)),))
         base_id = int(cursor.lastrowid or 0)
         chooser.remember(base_id, params)
         return base_id, "[{}, []]"
     base_id, changed, removed = chosen
-    return base_id, orjson.dumps([changed, removed], default=str).decode()
+    return base_id, exact_json.dumps([changed, removed])
 
 
 def _number(value: Any) -> Any:
@@ -160,8 +159,8 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
                         "ORDER BY rowid").fetchall()
     for rowid, params_text, results_text, started_at in rows:
-        params = orjson.loads(params_text)
-        results = None if results_text is None else orjson.loads(results_text)
+        params = exact_json.loads(params_text)
+        results = None if results_text is None else exact_json.loads(results_text)
         conn.execute(f"UPDATE attempts SET {assignments} WHERE rowid = ?",
                      (*summary_row(params, results, started_at),
                       *param_columns(conn, chooser, params), rowid))

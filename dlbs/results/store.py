@@ -45,6 +45,7 @@ from dlbs.results.schema import (
     param_columns,
     summary_row,
 )
+from dlbs.util import exact_json
 from dlbs.util.gc import no_cyclic_gc
 
 # What `latest_status` says about an attempt that began and never ended.
@@ -82,7 +83,25 @@ def _dumps(value: Any) -> str:
 
 
 def _loads(text: str | None) -> Any:
-    return {} if text is None else orjson.loads(text)
+    return {} if text is None else exact_json.loads(text)
+
+
+# A run of 19 digits may be an integer beyond 64 bits, which orjson would read as a float.
+_DIGITS_TO_NUL = str.maketrans("0123456789", "\0" * 10)
+_LONG_RUN = "\0" * 19
+
+
+def _loads_many(text: str | None) -> Any:
+    """`_loads` for bulk readers: the same values, about 7 times faster.
+
+    The long-digit check is a str.translate, not a regular expression (JSON text holds no
+    raw NUL of its own).
+    """
+    if text is None:
+        return {}
+    if _LONG_RUN in text.translate(_DIGITS_TO_NUL):
+        return exact_json.loads(text)
+    return orjson.loads(text)
 
 
 @dataclass(frozen=True)
@@ -555,7 +574,7 @@ class ResultsStore:
         blob = "time_data" if with_samples else "NULL"
         where = "WHERE ended_at IS NOT NULL " if ended_only else ""
         with self._errors("read attempts"):
-            bases = {base_id: orjson.loads(text) for base_id, text in
+            bases = {base_id: exact_json.loads(text) for base_id, text in
                      self._conn.execute("SELECT id, params FROM param_bases")}
             rows = self._conn.execute(
                 "SELECT exp_id, attempt, status, status_msg, param_base, param_delta, "
@@ -565,7 +584,7 @@ class ResultsStore:
             ).fetchall()
         environments: dict[str | None, dict[str, Any]] = {}
         found = []
-        loads = orjson.loads
+        loads = _loads_many
         with no_cyclic_gc():
             for (exp_id, attempt, status, status_msg, base_id, delta, whole, log_path,
                  environment_text, started_at, ended_at, summary, blob) in rows:
@@ -578,7 +597,7 @@ class ResultsStore:
                 environment = environments.get(environment_text)
                 if environment is None:
                     environment = environments[environment_text] = _loads(environment_text)
-                experiment = _flatten(params, _loads(summary), exp_id, attempt, status,
+                experiment = _flatten(params, loads(summary), exp_id, attempt, status,
                                       status_msg, log_path, started_at, ended_at)
                 found.append(StoredSummary(experiment, environment,
                                            stats.unpack_samples(blob), started_at, ended_at))

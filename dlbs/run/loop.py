@@ -282,6 +282,10 @@ class Sweep:
         finally:
             if self.stop.requested or pool.running or (flights and flights.active):
                 self._wind_down(pool, flights)
+            for _, job in pending:  # opened, refused by sbatch for a limit, never submitted
+                if isinstance(job, _Prepared):
+                    self._finish(job.attempt, Outcome("interrupted", "the sweep stopped before "
+                                                      "this experiment's job was submitted"))
 
     def _flights_for(self, pending: deque[tuple[Experiment, _Job]],
                      reattached: list[tuple[_Attempt, str]]) -> SlurmFlights | None:
@@ -382,6 +386,11 @@ class Sweep:
             shape = batch.shape() if batch is not None else ()
             groups.setdefault(shape, []).append(attempt)
         refused: list[_Attempt] = []
+        if self.stop.requested:  # opened just before the stop: never submitted
+            for attempt in attempts:
+                self._finish(attempt, Outcome("interrupted", "the sweep stopped before this "
+                                                             "experiment's job was submitted"))
+            return refused
         queue = [group[i:i + MAX_ARRAY] for group in groups.values()
                  for i in range(0, len(group), MAX_ARRAY)]
         while queue:

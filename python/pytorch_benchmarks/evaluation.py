@@ -7,9 +7,10 @@ samples, class i % classes) or the first samples of `--data_dir`, preprocessed o
 format while LoadGen has them loaded. See docs/evaluation.md.
 
 Static shapes: with `--compile` or `--cuda_graphs` the model runs only the batch sizes the
-scenario prepared (each compiled, or captured in a CUDA graph of its own, once, during the
-warm-up); a smaller batch is padded up to the next prepared size and the padding's outputs
-are dropped. Eager models run every batch as it comes.
+scenario prepared (each run, and captured in a CUDA graph of its own, during the warm-up;
+server and max_qps compile one graph with a dynamic batch, the others one per size); a smaller
+batch is padded up to the next prepared size and the padding's outputs are dropped. Eager
+models run every batch as it comes.
 """
 
 from __future__ import annotations
@@ -224,8 +225,12 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _compiled(model: nn.Module, opts: Options) -> nn.Module:
-    """torch.compile with static shapes; CUDA graphs are captured here, not by inductor."""
+def _compiled(model: nn.Module, opts: Options, dynamic: bool) -> nn.Module:
+    """torch.compile; CUDA graphs are captured here, not by inductor.
+
+    `dynamic`: one graph for every batch size (server and max_qps prepare up to ten of
+    them, each of which would otherwise be compiled on its own), else one graph per size.
+    """
     mode = opts.compile_mode
     if opts.cuda_graphs:
         mode = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}.get(
@@ -238,7 +243,7 @@ def _compiled(model: nn.Module, opts: Options) -> nn.Module:
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
-    return torch.compile(model, mode=mode, dynamic=False)
+    return torch.compile(model, mode=mode, dynamic=dynamic)
 
 
 def evaluate(opts: Options, topology: distributed.Topology,
@@ -260,7 +265,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
     memory_format = memory_format_for(spec, opts)
     model = build_model(spec, opts, device, dtype, memory_format)
     if opts.compile:
-        model = _compiled(model, opts)
+        model = _compiled(model, opts, dynamic=evaluation.scenario in ("server", "max_qps"))
     forward = Forward(model, opts, device)
     log(f"evaluation: model={spec.model_id} scenario={evaluation.scenario or 'predict'} "
         f"device={device} dtype={opts.dtype} batch={opts.batch_size} "

@@ -115,7 +115,15 @@ class Tracer:
     # -- the pass -------------------------------------------------------------------------------
     def run(self, next_batch: Callable[[], Batch], fallback_step: Callable[..., object]) -> dict:
         """Trace --trace_batches batches; the protocol keys to print (rank 0)."""
-        step = self.step or fallback_step
+        try:
+            return self._run(next_batch, self.step or fallback_step)
+        finally:
+            # The traced step holds this tracer (its phases) and the model: let go of both, so
+            # that the model (and DDP's reducer) goes before the process group, not at exit.
+            self.step = None
+            self.model = None
+
+    def _run(self, next_batch: Callable[[], Batch], step: Callable[..., object]) -> dict:
         if not self.records:
             for _ in range(self.options.batches):
                 self._one_step(next_batch, step)

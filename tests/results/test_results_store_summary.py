@@ -195,3 +195,15 @@ def _layout(path: Path) -> list[tuple[str, list[tuple[str, str]]]]:
                         connection.execute(f"PRAGMA table_info({name})")]) for name in tables]
     finally:
         connection.close()
+
+
+def test_summaries_keep_integers_beyond_64_bits_exact(tmp_path: Path) -> None:
+    params = dict(PARAMS, big=10**25)
+    with ResultsStore(tmp_path / "results.db") as store:
+        store.record_start("e1", 1, PARAMS)
+        store.record_end("e1", 1, "ok", results={"results.count": 2**70 + 1})
+        store.record_start("e2", 1, params)          # a difference from e1's base
+        store.record_end("e2", 1, "ok", results={"results.count": 3})
+        read = {s.experiment["exp.id"]: s.experiment for s in store.summaries()}
+    assert read["e1"]["results.count"] == 2**70 + 1
+    assert read["e2"]["big"] == 10**25 and isinstance(read["e2"]["big"], int)

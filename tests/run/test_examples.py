@@ -38,6 +38,29 @@ def test_mxnet_example_runs_with_a_parameter_server(run_dlbs, tmp_path):
     assert [r[2] for r in attempts(tmp_path / "logs" / "mxnet" / "results.db")] == ["ok"] * 4
 
 
+@pytest.mark.slurm
+@pytest.mark.mxnet
+def test_mxnet_cpu_threads_example_runs_under_slurm_with_its_report(run_dlbs, tmp_path,
+                                                                     slurm_cluster):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("mxnet_cpu_threads")])
+    result = run_dlbs("run", "--config", example, "-P", "exp.num_batches=3",
+                      "-P", "exp.num_warmup_batches=1", "-P", "slurm.max_in_flight=1",
+                      timeout=600)
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "logs" / "mxnet_cpu_threads"
+    scripts = {p.read_text() for p in folder.glob("*.sbatch")}
+    for threads in (1, 2):
+        assert any(f"#SBATCH --cpus-per-task={threads}\n" in s and
+                   f"export OMP_NUM_THREADS={threads}\n" in s for s in scripts), threads
+    report = run_dlbs("report", str(folder / "results.db"), "--by", "threads",
+                      "--columns", "time_median,throughput,use.cpu_mean", "--format", "json")
+    assert report.returncode == 0, report.stderr
+    rows = json.loads(report.stdout)["rows"]
+    assert sorted(row["threads"] for row in rows) == [1, 2]
+    # Measured inside the jobs by the node monitor: the CPU each job used on its node.
+    assert all(row["use.cpu_mean"] > 0 for row in rows), rows
+
+
 def test_docker_example_requests_gpus(run_dlbs):
     example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("docker")])
     result = run_dlbs("run", "--config", example, "--dry-run", "--format", "json")

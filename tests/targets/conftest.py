@@ -21,6 +21,7 @@ from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_IMAGE = "dlbs-test:latest"
+PODMAN_SOCKET = "unix:///run/podman/podman.sock"
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +53,31 @@ def test_image(docker_client: Any) -> dict[str, Any]:
     mounts = [Mount(labels[key], labels[key], read_only=True)
               for key in ("dlbs.venv", "dlbs.python_home") if labels.get(key)]
     return {"name": TEST_IMAGE, "mounts": mounts, "venv": labels.get("dlbs.venv")}
+
+
+@pytest.fixture(scope="session")
+def podman_image() -> dict[str, Any]:
+    """The test image in Podman's store, served by its Docker-compatible API; fails if not."""
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.DockerClient(base_url=PODMAN_SOCKET)
+        client.ping()
+    except Exception as error:  # any failure here means: the API does not answer
+        pytest.fail(f"Podman's API at {PODMAN_SOCKET} does not answer ({error}); start it "
+                    "with `bash .ci/services/podman.sh` (as root)", pytrace=False)
+    try:
+        image = client.images.get(TEST_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"image {TEST_IMAGE} is not in Podman's store; import it with "
+                    "`bash .ci/services/podman.sh`", pytrace=False)
+    finally:
+        client.close()
+    labels = image.labels or {}
+    mounts = [Mount(labels[key], labels[key], read_only=True)
+              for key in ("dlbs.venv", "dlbs.python_home") if labels.get(key)]
+    return {"name": TEST_IMAGE, "mounts": mounts, "socket": PODMAN_SOCKET}
 
 
 @pytest.fixture(scope="session")

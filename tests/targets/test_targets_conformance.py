@@ -1,8 +1,9 @@
 """One suite every execution target runs through: the contract the run loop relies on.
 
 Each case runs for real on its target: a child process, a container of the Docker Engine
-started by `.ci/services/docker.sh`, a job of the SLURM cluster started by
-`.ci/services/slurm.sh`.
+started by `.ci/services/docker.sh`, a container of Podman through its Docker-compatible API
+(`.ci/services/podman.sh`; the same target and code path, `exp.container_engine: podman`), a
+job of the SLURM cluster started by `.ci/services/slurm.sh`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.targets.conftest import make_invocation
 TARGETS = [
     pytest.param("local", id="local"),
     pytest.param("docker", id="docker", marks=pytest.mark.docker),
+    pytest.param("podman", id="podman", marks=pytest.mark.docker),
     pytest.param("slurm", id="slurm", marks=pytest.mark.slurm),
 ]
 
@@ -34,6 +36,13 @@ def target_and_experiment(request: pytest.FixtureRequest,
         image = request.getfixturevalue("test_image")
         experiment.update({"exp.docker": True, "exp.docker_image": image["name"],
                            "exp.docker_args": ["--rm --ipc=host"]})
+    if name == "podman":
+        image = request.getfixturevalue("podman_image")
+        experiment.update({"exp.docker": True, "exp.docker_image": image["name"],
+                           "exp.container_engine": "podman",
+                           "runtime.podman_socket": image["socket"],
+                           "exp.docker_args": ["--rm --ipc=host --shm-size=1g"]})
+        name = "docker"  # one target, two engines
     if name == "slurm":
         request.getfixturevalue("slurm_cluster")
         experiment["exp.scheduler"] = "slurm"
@@ -88,3 +97,8 @@ def test_describe_is_json_data_naming_the_command(target_and_experiment):
     described = target.describe(make_invocation(experiment, ["echo", "a b"]))
     assert described["target"] == target.name
     assert "a b" in json.dumps(described)
+    if experiment.get("exp.container_engine") == "podman":
+        assert described["engine"] == "podman" and described["cli"][:2] == ["podman", "run"]
+        # Podman refuses a shm size with the host's IPC namespace: left out, and said so.
+        assert "shm_size" not in described["kwargs"]
+        assert any("--shm-size" in reason for reason in described["ignored"])

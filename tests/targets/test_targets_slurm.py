@@ -93,6 +93,36 @@ def test_script_requests_what_the_experiment_says(target):
     assert script.startswith("#!/bin/bash\n")
 
 
+def test_script_requests_the_cluster_workflow(target):
+    experiment = {"exp.id": "wf", "slurm.cpus_per_task": 8, "slurm.mem": "32G",
+                  "slurm.gres": "gpu:a100:2", "slurm.gpus_per_node": 0, "slurm.qos": "short",
+                  "slurm.exclusive": True, "monitor.frequency": 0.5, "exp.gpus": "0,1",
+                  "slurm.prologue": ["module load python/3.11",
+                                     "virtualenv --no-download ${SLURM_TMPDIR:-$TMPDIR}/env"]}
+    lines = _script(target, _job(experiment, ["b"])).splitlines()
+    for line in ["#SBATCH --cpus-per-task=8", "#SBATCH --mem=32G", "#SBATCH --gres=gpu:a100:2",
+                 "#SBATCH --qos=short", "#SBATCH --exclusive", "module load python/3.11",
+                 "virtualenv --no-download ${SLURM_TMPDIR:-$TMPDIR}/env", "set -e"]:
+        assert line in lines, line
+    assert not any(line.startswith("#SBATCH --gpus-per-node") for line in lines)
+    # The prologue runs as written, before the benchmark and before `set -u`.
+    assert lines.index("module load python/3.11") < lines.index("set -u") < \
+        next(i for i, line in enumerate(lines) if line.startswith("srun "))
+    assert "dlbs_frequency=0.5 dlbs_gpus=0,1" in "\n".join(lines)
+
+
+def test_gres_with_gpus_per_node_is_refused(target):
+    with pytest.raises(LaunchError, match="slurm.gres .* and slurm.gpus_per_node .* both"):
+        _script(target, _job({"slurm.gres": "gpu:2", "slurm.gpus_per_node": 1}, ["b"]))
+
+
+def test_an_array_refuses_experiments_whose_prologues_differ(target):
+    entries = [(_job({"exp.id": "a", "slurm.prologue": ["module load a"]}, ["b"]), "/l/a.log"),
+               (_job({"exp.id": "b", "slurm.prologue": ["module load b"]}, ["b"]), "/l/b.log")]
+    with pytest.raises(LaunchError, match="differ in prologue"):
+        target.array_script(entries, "/l/array.sbatch")
+
+
 def test_time_limit_follows_exp_timeout_when_slurm_time_is_unset(target):
     script = _script(target, _job({"exp.timeout": 90}, ["b"]))
     assert "#SBATCH --time=3" in script.splitlines()  # 2 minutes, plus one as a margin

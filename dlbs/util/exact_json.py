@@ -1,0 +1,54 @@
+"""JSON text of any value that a log may hold, with orjson's speed where orjson can.
+
+The log protocol reads integers exactly, however large (docs/backends/protocol.md), and
+values nested up to the decoders' limits; orjson writes neither an integer beyond 64 bits
+nor a value nested more than 255 levels. Such a value is written by Python's `json`
+instead: integers stay exact, NaN and infinities become null as orjson makes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any, *, indent: bool = False, sort_keys: bool = False) -> str:
+    """`value` as JSON text (`default=str` for odd types); see the module doc."""
+    option = (orjson.OPT_INDENT_2 if indent else 0) | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+    try:
+        return orjson.dumps(value, default=str, option=option).decode()
+    except TypeError:  # orjson.JSONEncodeError: a big integer, deep nesting
+        pass
+    try:
+        return json.dumps(_finite(value), default=str, sort_keys=sort_keys, ensure_ascii=False,
+                          indent=2 if indent else None,
+                          separators=(",", ": ") if indent else (",", ":"))
+    except RecursionError:
+        return json.dumps(f"<a value nested too deeply to write: {type(value).__name__}>")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    return value
+
+
+# 19 or more digits in a row: possibly an integer beyond 64 bits, which orjson would read as
+# a float. A float's repr never has that many digits in a row.
+_LONG_DIGITS = re.compile(r"\d{19,}")
+
+
+def loads(text: str | bytes) -> Any:
+    """The value of JSON text that `dumps` wrote, integers exact however large."""
+    digits = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    if _LONG_DIGITS.search(digits) is None:
+        return orjson.loads(text)
+    return json.loads(text)

@@ -1,0 +1,332 @@
+"""What the fuzz suite feeds dlbs, and the contract each answer must keep (docs/security.md).
+
+Each target takes what hypothesis draws and either succeeds or raises a `DlbsError` whose
+message and hint are one line each. Any other exception is a bug: the harness
+(`harness.py`) reports it with the input that caused it. Hangs and unbounded allocations
+are caught by the harness too (a watchdog per example, a cap on the process's memory).
+
+Targets: `spec` (spec files, YAML and JSON, with includes), `expression` (`$( ... )$`),
+`plan` (plan files of `dlbs run --plan`), `log` (the `__key__=json` protocol and the
+writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import strategies as st
+
+from dlbs.errors import DlbsError
+
+# -- the contract ------------------------------------------------------------------------------
+
+
+def one_line(error: DlbsError) -> None:
+    """A DlbsError is what the CLI prints: one message line, at most one hint line."""
+    assert error.message and "\n" not in error.message, repr(error.message[:300])
+    assert error.hint is None or "\n" not in error.hint, repr(error.hint[:300])
+    assert len(error.message) < 20_000, f"a message of {len(error.message)} characters"
+
+
+def plain(experiment: dict[str, Any]) -> None:
+    """What the planner hands on is plain data that orjson writes (64-bit ints, no NaN)."""
+    orjson.dumps(experiment)
+
+
+# -- vocabularies ------------------------------------------------------------------------------
+NAMES = st.sampled_from(["a", "b", "x.y", "exp.model", "exp.replica_batch", "exp.id",
+                         "exp.log_file", "exp.log_dir", "exp.gpus", "exp.framework",
+                         "sys.max_experiments", "my param", "é", "a..b", "__condition.a_0",
+                         "runtime.env.X", "exp.docker_args", "exp.timeout"])
+HOSTILE_TEXT = st.sampled_from([
+    "", "\x00", "\udcff", "../../x", "/dev/null", "a" * 300, "${a}", "${a}${a}${a}${a}",
+    "$(1+1)$", "$(10**5000)$", "$(sum(range(10**12)))$", "$('a'.ljust(10**9))$",
+    "$(math.factorial(10**8))$", "$('%1000000000d' % 1)$", "$(4000000**4000000)$",
+    "$(re.match('(a|aa)+$', 'a'*28+'b'))$", "$([0]*10**6)$", "$({1,2})$", "$({1: 2})$",
+    "$(float('nan'))$", "$(2**70)$", "$(${a})$", "${${a}.b}", "$<a>", "$$(", "${", "$(",
+    "$(''.join(['x'] * 99999))$", "$([[1]*1000 for _ in range(1000)])$", "-1", "1e400",
+])
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                    st.text(max_size=20), HOSTILE_TEXT)
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=10)
+
+
+# -- spec files --------------------------------------------------------------------------------
+def _yaml(document: Any) -> str:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    stream = io.StringIO()
+    yaml.dump(document, stream)
+    return stream.getvalue()
+
+
+BOMBS = st.one_of(
+    st.builds(lambda depth: "parameters: {a: " + "[" * depth + "]" * depth + "}\n",
+              st.integers(0, 100_000)),
+    st.builds(lambda depth: '{"parameters": {"a": ' + "[" * depth + "]" * depth + "}}",
+              st.integers(0, 100_000)),
+    st.builds(lambda width, depth: "parameters:\n  l0: &l0 [" + ",".join(["x"] * width) + "]\n"
+              + "".join(f"  l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * width) + "]\n"
+                        for i in range(1, depth)),
+              st.integers(1, 12), st.integers(1, 12)),
+    st.just("parameters:\n  a: &a [*a]\n"),
+    st.builds(lambda digits: "parameters: {a: " + "9" * digits + "}\n", st.integers(1, 6000)),
+    st.just("include: [/dev/zero]\n"),
+    st.just("include: [fifo.yaml]\n"),
+    st.just("include: [self.yaml]\n"),
+    st.just("parameters: {a: !!python/object:os.system x}\n"),
+    st.just("parameters: {a: !!binary aGVsbG8=, b: 2001-12-14t21:59:43.10-05:00}\n"),
+    st.just("? [a, b]\n: c\n"),
+)
+
+
+@st.composite
+def spec_files(draw: st.DrawFn) -> tuple[str, bytes]:
+    """(file name, content): a structured spec dumped as YAML or JSON, or a known bomb."""
+    kind = draw(st.sampled_from(["yaml", "json", "bomb", "bytes"]))
+    if kind == "bomb":
+        text = draw(BOMBS)
+        return "s.json" if text.startswith("{") else "s.yaml", text.encode()
+    if kind == "bytes":
+        return draw(st.sampled_from(["s.yaml", "s.json", "s.yml", "s.txt"])), \
+            draw(st.binary(max_size=200))
+    document = {
+        "parameters": draw(st.dictionaries(NAMES, VALUES, max_size=6)),
+        "variables": draw(st.dictionaries(NAMES, st.lists(SCALARS, max_size=4), max_size=3)),
+        "extensions": draw(st.lists(st.fixed_dictionaries(
+            {"condition": st.dictionaries(NAMES, st.one_of(SCALARS, st.sampled_from(
+                ["(a|aa)+", ".*", "(", "(?P<x>a)"])), max_size=2)},
+            optional={"parameters": st.dictionaries(NAMES, VALUES, max_size=2),
+                      "cases": st.lists(st.dictionaries(NAMES, SCALARS, max_size=2),
+                                        max_size=3),
+                      "error": st.text(max_size=10)}), max_size=2)),
+    }
+    if kind == "json":
+        return "s.json", json.dumps(document, default=str).encode("utf-8", "surrogatepass")
+    try:
+        return "s.yaml", _yaml(document).encode("utf-8", "surrogatepass")
+    except Exception:  # noqa: BLE001 - a document YAML cannot write: send it as JSON
+        return "s.json", json.dumps(document, default=str).encode("utf-8", "surrogatepass")
+
+
+def spec(case: tuple[str, bytes]) -> None:
+    """Load and plan a spec file (no default configs: fast), with a fifo and a self-include."""
+    from dlbs.config.loader import load_spec
+    from dlbs.plan.builder import Planner
+
+    name, content = case
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(content)
+        os.mkfifo(Path(folder) / "fifo.yaml")
+        (Path(folder) / "self.yaml").write_text("include: [self.yaml]\n")
+        try:
+            loaded = load_spec(path, defaults=False, params=["sys.max_experiments=200"])
+            for experiment in Planner(loaded, {"HOME": "/h"}).experiments():
+                plain(experiment)
+        except DlbsError as error:
+            one_line(error)
+
+
+# -- expressions -------------------------------------------------------------------------------
+TOKENS = st.sampled_from([
+    "1", "0", "-1", "10", "10**9", "2**64", "9**9**9", "1e308", "0.5", "'a'", "'%d'", "''",
+    "'(a|aa)+$'", "'a'*40", "[1, 2]", "[0]", "{}", "{'k': 1}", "(1,)", "{1}", "True", "null",
+    "range(", "sum(", "len(", "str(", "int(", "float(", "sorted(", "list(", "dict(", "min(",
+    "max(", "math.factorial(", "math.comb(", "math.prod(", "math.pow(", "re.match(",
+    "re.sub(", "re.split(", "re.findall(", "os.path.join(", ".ljust(", ".zfill(", ".join(",
+    ".replace(", ".center(", ".split(", ".upper()", ".expandtabs(", ".append(", ".count(",
+    ".group(", "__class__", "+", "-", "*", "**", "%", "<<", ">>", "//", "/", "==", "<", "in",
+    "and", "or", "not", "if", "else", "for", "x", "in", "(", ")", "[", "]", ",", ":", " ",
+    "f'{", "}'", "lambda", "import", ";", "=", ":=",
+])
+
+
+@st.composite
+def expressions(draw: st.DrawFn) -> str:
+    return "".join(draw(st.lists(TOKENS, min_size=1, max_size=14)))
+
+
+def expression(text: str) -> None:
+    from dlbs.config.evaluator import SafeEvaluator
+    from dlbs.config.values import check_plain
+
+    try:
+        check_plain(SafeEvaluator().evaluate(text))
+    except DlbsError as error:
+        one_line(error)
+
+
+# -- plan files --------------------------------------------------------------------------------
+_PLAN: list[dict[str, Any]] = []
+
+
+def _valid_plan() -> list[dict[str, Any]]:
+    if not _PLAN:
+        from dlbs.config.loader import load_spec
+        from dlbs.plan.builder import Planner
+
+        defaults = load_spec(None, params=["exp.framework=dummy"],
+                             variables=["exp.replica_batch=[1,2]"])
+        _PLAN.extend(Planner(defaults).experiments())
+    return [dict(experiment) for experiment in _PLAN]
+
+
+@st.composite
+def plan_files(draw: st.DrawFn) -> bytes:
+    experiments: list[Any] = _valid_plan()
+    for _ in range(draw(st.integers(0, 4))):
+        target = draw(st.integers(0, len(experiments) - 1))
+        if isinstance(experiments[target], dict):
+            experiments[target][draw(NAMES)] = draw(VALUES)
+    if draw(st.booleans()):
+        experiments.append(draw(VALUES))
+    text = json.dumps(experiments, default=str).encode("utf-8", "surrogatepass")
+    mutation = draw(st.sampled_from(["none", "jsonl", "truncate", "bytes", "deep"]))
+    if mutation == "jsonl":
+        return b"\n".join(json.dumps(e, default=str).encode("utf-8", "surrogatepass")
+                          for e in experiments)
+    if mutation == "truncate":
+        return text[:draw(st.integers(0, len(text)))]
+    if mutation == "bytes":
+        return draw(st.binary(max_size=300))
+    if mutation == "deep":
+        depth = draw(st.integers(0, 100_000))
+        return b'[{"x": ' + b"[" * depth + b"]" * depth + b"}]"
+    return text
+
+
+def plan(data: bytes) -> None:
+    from dlbs.config.loader import load_spec
+    from dlbs.plan.plan_file import parse_plan, validate_plan
+
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        _DEFAULTS = load_spec(None)
+    try:
+        for experiment in validate_plan(parse_plan(data, "plan.json"), "plan.json", _DEFAULTS):
+            plain(experiment)
+    except DlbsError as error:
+        one_line(error)
+
+
+_DEFAULTS: Any = None
+
+
+# -- logs --------------------------------------------------------------------------------------
+PROTOCOL_VALUES = st.one_of(
+    VALUES.map(lambda v: json.dumps(v, default=str)),
+    st.sampled_from(["1e308", "1e400", "-1e400", "NaN", "Infinity", str(10**30), str(-10**30),
+                     "12.5.3", '"\\ud800"', '"\\u0000"', "{", "[" * 3000, "tru"]),
+    st.builds(lambda depth: "[" * depth + "]" * depth, st.integers(0, 200_000)),
+    st.text(max_size=20),
+)
+LOG_LINES = st.one_of(
+    st.builds(lambda prefix, key, value: f"{prefix}__{key}__={value}", st.sampled_from(
+        ["", "0: ", "[default0]:", "[1,0]<stdout>:", "  ", "\r"]), st.sampled_from(
+        ["exp.id", "exp.model", "results.status", "results.time", "results.throughput",
+         "results.batch_times", "results.big", "exp.replica_batch", "a__b", "x"]),
+        PROTOCOL_VALUES),
+    st.text(max_size=40),
+)
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> bytes:
+    lines = draw(st.lists(LOG_LINES, max_size=12))
+    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    if draw(st.booleans()):
+        data += draw(st.binary(max_size=50))
+    return data
+
+
+def log(data: bytes) -> None:
+    from dlbs.results.output import experiments_to_csv, to_json
+    from dlbs.results.protocol import experiment_from_log, parse_lines
+    from dlbs.results.sources import with_engine_values
+
+    try:
+        parsed = parse_lines(data.splitlines(keepends=True), path="a.log")
+        experiment = with_engine_values(experiment_from_log(parsed), _FULL()).experiment
+        json.loads(to_json({"experiments": [experiment]}))
+        experiments_to_csv([experiment])
+    except DlbsError as error:
+        one_line(error)
+
+
+def _FULL() -> Any:  # noqa: N802 - the Detail the parse command uses
+    from dlbs.results.sources import FULL
+
+    return FULL
+
+
+# -- the command line --------------------------------------------------------------------------
+OPTIONS = st.sampled_from([
+    "-P", "-V", "-E", "--no-defaults", "--format", "--keys", "-o", "--config", "json", "jsonl",
+    "table", "csv", "html", "text", "exp.framework=dummy", "exp.model=$(10**5000)$",
+    "exp.replica_batch=[1,2]", "my param=1", "exp.id=../x", "exp.log_dir=", "{}", "[1]",
+    '{"condition": {"a": "(a|aa)+"}}', "a.log", "missing.log", "results.db", "fifo.log",
+    "plan.json", "/dev/null", "/dev/full", "out", ".", "--params", "--text", "(", "exp.*",
+    "--type", "weak", "--by", "exp.model", "--filter", "exp.model=*", "--latest", "models",
+    "frameworks", "targets", "--dry-run", "--plan", "--debug-no",
+])
+COMMANDS = st.sampled_from(["plan", "validate", "print-config", "help", "list", "parse",
+                            "report", "compare", "run"])
+
+
+@st.composite
+def argvs(draw: st.DrawFn) -> list[str]:
+    command = draw(COMMANDS)
+    argv = [command, *draw(st.lists(OPTIONS, max_size=8))]
+    if command == "run" and "--dry-run" not in argv:
+        argv.append("--dry-run")  # the fuzz suite plans and previews; it never runs a benchmark
+    return argv
+
+
+def cli(argv: list[str]) -> None:
+    """`dlbs ARGV` in-process in a scratch folder: any exit status, never an exception."""
+    from dlbs.cli.main import main
+
+    with tempfile.TemporaryDirectory() as folder:
+        here = os.getcwd()
+        os.chdir(folder)
+        try:
+            Path("a.log").write_text('__exp.id__="a"\n__results.status__="ok"\n'
+                                     '__results.time__=1.0\n__exp.model__="m"\n')
+            Path("results.db").write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+            os.mkfifo("fifo.log")
+            Path("plan.json").write_text("[]")
+            stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+            stderr = io.StringIO()
+            with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+                try:
+                    status = main(argv)
+                except SystemExit as exit_:  # argparse's usage errors
+                    status = exit_.code
+            assert isinstance(status, int), status
+            assert "Traceback" not in stderr.getvalue(), stderr.getvalue()[-2000:]
+            errors = [line for line in stderr.getvalue().splitlines()
+                      if line.startswith("dlbs: error:")]
+            assert len(errors) <= 1, errors
+        finally:
+            os.chdir(here)
+
+
+TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
+    "spec": (spec, spec_files()),
+    "expression": (expression, expressions()),
+    "plan": (plan, plan_files()),
+    "log": (log, logs()),
+    "cli": (cli, argvs()),
+}
