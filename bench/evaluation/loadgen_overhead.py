@@ -2,7 +2,8 @@
 
     python bench/evaluation/loadgen_overhead.py --out OUT [--device cpu|gpu] [--model resnet18]
         [--batch_size 8] [--dtype float32] [--channels_last] [--compile] [--cuda_graphs]
-        [--min_duration_s 20] [--max_qps] [--latency_bound_ms 15] [--skip_plain]
+        [--min_duration_s 20] [--min_query_count 100] [--max_qps] [--latency_bound_ms 15]
+        [--skip_plain]
 
 Runs, with `dlbs run` (the PyTorch backend, synthetic data) in OUT/logs:
 - `benchmark` inference at `--batch_size` and `offline` at the same batch: offline QPS
@@ -67,6 +68,7 @@ def main() -> int:
     parser.add_argument("--num_batches", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--min_duration_s", type=float, default=20.0)
+    parser.add_argument("--min_query_count", type=int, default=100)
     parser.add_argument("--max_qps", action="store_true")
     parser.add_argument("--max_qps_duration_s", type=float, default=5.0)
     parser.add_argument("--latency_bound_ms", type=float, default=15.0)
@@ -82,6 +84,7 @@ def main() -> int:
               "-P", f"pytorch.channels_last={str(args.channels_last).lower()}",
               "-P", f"pytorch.compile={str(args.compile).lower()}",
               "-P", f"exp.min_duration_s={args.min_duration_s}", "-P", "exp.log_dir=logs",
+              "-P", f"exp.min_query_count={args.min_query_count}",
               "-P", f"exp.gpus={'0' if args.device == 'gpu' else ''}",
               "-P", f"exp.latency_bound_ms={args.latency_bound_ms}"]
     graphs = ["-P", f"pytorch.cuda_graphs={str(args.cuda_graphs).lower()}"]

@@ -20,13 +20,13 @@
 # argument, else $OUT, else ./out.
 #
 # Settings (environment), GPU defaults first:
-#   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  MIN_DURATION=10  MAX_QPS_DURATION=5
-#   BOUND_MS=15  NUM_BATCHES=200  WARMUP=20  PART=all (or: no max_qps)
+#   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  MIN_DURATION=10  MIN_QUERIES=100
+#   MAX_QPS_DURATION=5  BOUND_MS=15  NUM_BATCHES=200  WARMUP=20  PART=all (or: no max_qps)
 #   WHEELS=bench/evaluation/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
 # The dlbs part on a CPU, small and quick (how it is tested where there is no GPU):
-#   DEVICE=cpu MODEL=resnet18 BATCH=4 DTYPE=float32 MIN_DURATION=2 MAX_QPS_DURATION=1 \
-#     BOUND_MS=2000 NUM_BATCHES=10 WARMUP=2 SKIP_INSTALL=1 PYTHON=.venv/bin/python \
-#     bash bench/evaluation/run_on_device.sh /tmp/eval-out
+#   DEVICE=cpu MODEL=resnet18 BATCH=4 DTYPE=float32 MIN_DURATION=2 MIN_QUERIES=10 \
+#     MAX_QPS_DURATION=1 BOUND_MS=2000 NUM_BATCHES=10 WARMUP=2 SKIP_INSTALL=1 \
+#     PYTHON=.venv/bin/python bash bench/evaluation/run_on_device.sh /tmp/eval-out
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -36,6 +36,7 @@ model="${MODEL:-resnet50}"
 batch="${BATCH:-256}"
 dtype="${DTYPE:-float16}"
 min_duration="${MIN_DURATION:-10}"
+min_queries="${MIN_QUERIES:-100}"
 max_qps_duration="${MAX_QPS_DURATION:-5}"
 bound_ms="${BOUND_MS:-15}"
 num_batches="${NUM_BATCHES:-200}"
@@ -51,15 +52,14 @@ export DLBS_ROOT="$repo" PYTHONUNBUFFERED=1
 if [[ "${SKIP_INSTALL:-0}" != 1 ]]; then
     venv="${VENV:-/tmp/dlbs-eval-venv}"
     "$python" -m venv --system-site-packages "$venv"
-    pip=("$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels")
-    "${pip[@]}" setuptools==80.9.0
-    "${pip[@]}" mlcommons-loadgen==6.0.17 ruamel.yaml==0.19.1 simpleeval==1.0.8 \
-        orjson==3.13.0 rich==15.0.0 Jinja2==3.1.6 docker==7.2.0
+    pip=("$venv/bin/python" -m pip install --quiet --no-index --no-deps)
+    # dlbs's dependencies and LoadGen, as build_wheels.sh resolved them for Python 3.12.
+    "${pip[@]}" "$wheels"/*.whl
     # Only what the machine lacks: never replace its torch's numpy or torchvision.
-    "$venv/bin/python" -c "import numpy" 2>/dev/null || "${pip[@]}" numpy==2.2.6
-    "$venv/bin/python" -c "import PIL" 2>/dev/null || "${pip[@]}" Pillow==13.0.0
-    "$venv/bin/python" -c "import torchvision" 2>/dev/null || "${pip[@]}" --no-deps \
-        torchvision==0.26.0
+    for module in numpy:numpy PIL:pillow torchvision:torchvision; do
+        "$venv/bin/python" -c "import ${module%%:*}" 2>/dev/null ||
+            "${pip[@]}" "$wheels"/optional/"${module##*:}"-*.whl
+    done
     "$venv/bin/python" -m pip install --quiet --no-index --no-deps --no-build-isolation \
         -e "$repo"
     python="$venv/bin/python"
@@ -79,7 +79,8 @@ PY
 } | tee "$out/environment.txt"
 
 flags=(--out "$out" --device "$device" --model "$model" --batch_size "$batch"
-       --dtype "$dtype" --min_duration_s "$min_duration" --max_qps_duration_s "$max_qps_duration"
+       --dtype "$dtype" --min_duration_s "$min_duration" --min_query_count "$min_queries"
+       --max_qps_duration_s "$max_qps_duration"
        --latency_bound_ms "$bound_ms" --num_batches "$num_batches" --warmup "$warmup")
 if [[ "$device" == gpu ]]; then
     flags+=(--channels_last --compile --cuda_graphs)

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Run examples/graph_backends.yaml once (every configuration, one `dlbs run`), then
-# `dlbs report` and the summary with speed-ups over PyTorch eager, into OUT (default:
-# bench/graph_backends/results/<date>). About 40 minutes on 2 cores; run it on a quiet
-# machine: it prints the load average before and after, and a busy machine skews batch 1.
+# Run examples/graph_backends.yaml in one `dlbs run`, then `dlbs report` and the summary with
+# speed-ups over PyTorch eager, into OUT (default: bench/graph_backends/results/<date>).
+#
+# The batch-1 configurations run in ROUNDS rounds (default 3), one after the other inside
+# each round, so that a change in the machine's load hits every configuration alike; batch
+# 32 runs in the first round only. The summary's median is of every timed batch of every
+# round, and it shows each round's median, so a disturbed round can be seen. About 35
+# minutes on 2 cores; it prints the load average before and after.
 #   bash bench/graph_backends/run.sh [OUT] [dlbs run options, e.g. -P threads=2]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-bench/graph_backends/results/$(date -u +%Y-%m-%d)}
 shift || true
+rounds=${ROUNDS:-3}
 mkdir -p "$out"
 python=${PYTHON:-.venv/bin/python}
 { echo "before: $(uptime)"; nproc; lscpu | grep -E "Model name|^CPU\(s\)"; } | tee "$out/machine.txt"
+rounds_axis=$("$python" -c "import json, sys; print(json.dumps(list(range(1, int(sys.argv[1]) + 1))))" "$rounds")
 "$python" -m dlbs.cli.main run --config examples/graph_backends.yaml \
-    -P "exp.log_dir=$out/logs" --progress lines "$@" 2>&1 | tee "$out/run.txt"
+    -P "exp.log_dir=$out/logs" -V "round=$rounds_axis" \
+    -P 'sys.plan_builder.var_order=["round"]' \
+    -E '{"condition": {"round": "[2-9]|[1-9][0-9]+", "exp.replica_batch": 32},
+         "parameters": {"exp.status": "disabled"}}' \
+    --progress lines "$@" 2>&1 | tee "$out/run.txt"
 echo "after: $(uptime)" | tee -a "$out/machine.txt"
 "$python" -m dlbs.cli.main report "$out/logs" --columns time_median,time,throughput \
     | tee "$out/report.txt"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-REPORT_TYPES = ("regular", "weak", "strong", "pivot")
+REPORT_TYPES = ("regular", "weak", "strong", "pivot", "latency", "accuracy")
 FORMATS = ("text", "markdown", "csv", "json", "html")
 
 
@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--type", dest="report_type", choices=REPORT_TYPES, default="regular",
                         help="regular: one row per experiment; weak: same replica batch "
                              "across GPU counts; strong: same effective batch across GPU "
-                             "counts; pivot: --value by --rows and --cols")
+                             "counts; pivot: --value by --rows and --cols; latency, "
+                             "accuracy: the evaluation scenarios (docs/evaluation.md)")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
                         help="output format (default: text); html: one self-contained page")
     parser.add_argument("-o", "--output", metavar="FILE",

@@ -57,6 +57,9 @@ def _pairs(sources: list[str], ids: list[str]) -> list[tuple[str, str | None]]:
     databases = [source for source in sources if is_sqlite_file(source)]
     if len(sources) == 1 and databases and len(ids) == 2:
         return [(sources[0], ids[0]), (sources[0], ids[1])]
+    if ids and not databases:
+        raise DlbsError(f"--id {ids[0]}: {sources[0]} is not a results database",
+                        hint="--id selects an experiment of a results database")
     if len(ids) > len(databases):
         raise DlbsError(f"{len(ids)} --id for {len(databases)} results database(s)",
                         hint="--id selects an experiment of a results database: one per "

@@ -18,6 +18,8 @@ from dlbs.recipes.invocation import Mount, experiment_label
 
 LEVEL, BATCHES, FILE = "exp.trace_level", "exp.trace_batches", "exp.trace_file"
 NO_TRACE = "none"
+#: The backend flags the recipe renders from those parameters.
+TRACE_FLAGS = ("--trace_level", "--trace_batches", "--trace_file")
 
 
 def traces(experiment: Mapping[str, Any]) -> bool:
@@ -39,9 +41,8 @@ def trace_flags(experiment: Mapping[str, Any]) -> list[str]:
     """The backend's tracing flags (none when the experiment does not trace)."""
     if not traces(experiment):
         return []
-    return ["--trace_level", str(experiment[LEVEL]),
-            "--trace_batches", str(experiment.get(BATCHES, 5)),
-            "--trace_file", trace_path(experiment)]
+    values = (str(experiment[LEVEL]), str(experiment.get(BATCHES, 5)), trace_path(experiment))
+    return [token for pair in zip(TRACE_FLAGS, values) for token in pair]
 
 
 def trace_mounts(experiment: Mapping[str, Any], mounted: Sequence[Mount] = ()) -> list[Mount]:

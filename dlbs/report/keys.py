@@ -37,7 +37,7 @@ TITLES = {
     "exp.dtype": "dtype", "exp.device_type": "device", DEVICE_MODEL: "device model",
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica batch", "exp.effective_batch": "effective batch",
-    EXP_ID: "exp.id",
+    EXP_ID: "exp.id", "exp.scenario": "scenario", "exp.weights": "weights",
 }
 # Field names in CSV and JSON records (programs read these; the others keep their key).
 FIELDS = {
@@ -45,7 +45,7 @@ FIELDS = {
     "exp.dtype": "dtype", "exp.device_type": "device", DEVICE_MODEL: "device_model",
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica_batch", "exp.effective_batch": "effective_batch",
-    EXP_ID: "exp_id",
+    EXP_ID: "exp_id", "exp.scenario": "scenario", "exp.weights": "weights",
 }
 NUMERIC = frozenset(SIZES)
 

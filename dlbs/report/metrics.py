@@ -66,6 +66,11 @@ _KNOWN: dict[str, tuple[str, str]] = {
     "results.qps": ("QPS (samples/s)", "qps"),
     "results.target_qps": ("target QPS (samples/s)", "target_qps"),
     "results.max_qps": ("max QPS (samples/s)", "max_qps"),
+    "results.latency_bound_met": ("bound met", "latency_bound_met"),
+    "results.loadgen_valid": ("LoadGen valid", "loadgen_valid"),
+    "results.top1": ("top-1", "top1"),
+    "results.top5": ("top-5", "top5"),
+    "results.num_samples": ("samples", "num_samples"),
     SPEEDUP: ("speedup", SPEEDUP),
     EFFICIENCY: ("efficiency (%)", EFFICIENCY),
 }

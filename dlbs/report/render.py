@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dlbs.errors import ResultsError
+from dlbs.report import evaluation
 from dlbs.report.keys import NUMERIC, title
 from dlbs.report.select import as_text
 from dlbs.report.tables import SCALE, Cell, Report
@@ -27,7 +28,8 @@ REPORT_FORMAT_VERSION = 2
 MISSING = "-"
 
 TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
-          "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table"}
+          "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table",
+          **evaluation.TITLES}
 
 
 def render(report: Report, fmt: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.errors import ResultsError
+from dlbs.report import evaluation
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import JsonKey, KeyRules, key_rules, value_of
 from dlbs.report.keys import EXP_ID, display_order, field_name, title
@@ -37,7 +38,7 @@ from dlbs.report.select import Experiment, Filter, as_text, resolve_key, select
 from dlbs.results.sources import Record
 from dlbs.results.stats import WARNINGS_KEY
 
-REPORT_TYPES = ("regular", "weak", "strong", "pivot")
+REPORT_TYPES = ("regular", "weak", "strong", "pivot", *evaluation.TYPES)
 SCALING = ("weak", "strong")
 # The column axis of scaling reports: GPUs, or replicas (nodes) on CPU.
 SCALE = "scale"
@@ -47,11 +48,13 @@ LEAD_KEYS: dict[str, tuple[str, ...]] = {
     "weak": ("exp.model", "exp.replica_batch"),
     "strong": ("exp.model", "exp.effective_batch"),
     "pivot": (),
+    **evaluation.LEAD_KEYS,
 }
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "regular": (TIME, THROUGHPUT),
     "weak": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
     "strong": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
+    **evaluation.DEFAULT_METRICS,
 }
 # Constant keys worth a mention above the tables besides the usual ones and a user's own.
 _SHOWN_CONSTANTS = (*keys_module.LEADING, *keys_module.SIZES)
@@ -103,6 +106,8 @@ class Report:
     constants: list[tuple[str, Any]] = field(default_factory=list)
     not_counted: Counter[str] = field(default_factory=Counter)
     incomplete: int = 0
+    # Latency and accuracy reports: attempts of the other scenarios (evaluation.py).
+    other_scenarios: int = 0
     latest_not_ok: int = 0
     duplicates: int = 0
     # Cells told apart only by exp.id (parameters that the report does not know).
@@ -190,6 +195,9 @@ class Report:
             parts = ", ".join(f"{count} {status}" for status, count in
                               sorted(self.not_counted.items()))
             notes.append(f"Not counted (status not ok): {parts}.")
+        if self.other_scenarios:
+            notes.append(f"Not shown: {self.other_scenarios} attempt(s) of other scenarios "
+                         f"(exp.scenario; see --type regular, latency, accuracy).")
         if self.incomplete:
             notes.append(f"Not counted: {self.incomplete} ok experiment(s) without a model, "
                          "a batch size or a value to show.")
@@ -235,10 +243,13 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
         raise ResultsError(
             f"unknown report type {kind!r}; expected one of {', '.join(REPORT_TYPES)}")
     rules = key_rules()
+    other_scenarios = 0
+    if kind in evaluation.TYPES:
+        records, other_scenarios = evaluation.in_scope(kind, records)
     selection = select(records, rules, options.filters, options.latest)
     report = Report(kind=kind, not_counted=selection.not_counted,
                     latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates,
-                    failures=selection.failed)
+                    failures=selection.failed, other_scenarios=other_scenarios)
     all_records = [record for _, attempts in selection.measured for record in attempts]
     report.metrics = _metrics(options, all_records)
     measured = []

@@ -39,9 +39,10 @@ SUMMARY_COLUMN_KEYS = {
 # Version 1's columns, which a migration copies.
 V1_NAMES = ["exp_id", "attempt", "status", "status_msg", "params", "results", "log_path",
             "environment", "job_id", "started_at", "ended_at"]
-# Small columns first, the large ones (params, results, time_data) last: SQLite keeps the
-# start of a row on its page and the rest in overflow pages, so a report that reads the
-# summaries of 100,000 attempts never reads their raw results.
+# Small columns first, what reports read next (summary, parameter differences, per-batch
+# times), the raw parameters and results last: SQLite keeps the start of a row on its page
+# and the rest in overflow pages, read only up to the last column a query asks for, so
+# reports and comparisons of 100,000 attempts never read the raw results.
 _ATTEMPTS = """CREATE TABLE {name} (
     exp_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL CHECK (attempt >= 1),
@@ -67,9 +68,9 @@ _ATTEMPTS = """CREATE TABLE {name} (
     environment TEXT,
     summary     TEXT,
     param_delta TEXT,
+    time_data   BLOB,
     params      TEXT    NOT NULL,
     results     TEXT,
-    time_data   BLOB,
     PRIMARY KEY (exp_id, attempt),
     CHECK ((status IS NULL) = (ended_at IS NULL))
 )"""

@@ -72,11 +72,14 @@ class _Steps:
 
     starts: list[float] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)
+    #: The durations as written: `end - start` loses precision at epoch-sized timestamps.
+    durations: list[float] = field(default_factory=list)
 
     def add(self, span: Span) -> None:
         index = bisect.bisect(self.starts, span.ts)
         self.starts.insert(index, span.ts)
         self.ends.insert(index, span.end)
+        self.durations.insert(index, span.dur)
 
     @property
     def count(self) -> int:
@@ -84,7 +87,7 @@ class _Steps:
 
     @property
     def total(self) -> float:
-        return sum(end - start for start, end in zip(self.starts, self.ends))
+        return sum(self.durations)
 
     def index_of(self, ts: float) -> int | None:
         """The step whose window holds `ts`, if any."""
@@ -395,12 +398,12 @@ def duration(trace: TraceFile, sort: str | None = None, top: int | None = None) 
         index = steps.index_of(ts)
         if index is not None:
             per_step[index][name] += dur
-    for index, (start, end) in enumerate(zip(steps.starts, steps.ends)):
+    for index, (start, length) in enumerate(zip(steps.starts, steps.durations)):
         row: dict[str, Any] = {"batch": index, "start_ms": _ms(start - steps.starts[0]),
-                               "step_ms": _ms(end - start)}
+                               "step_ms": _ms(length)}
         for name, value in per_step[index].items():
             row[f"{name}_ms"] = _ms(value)
-        row["other_ms"] = _ms(max(0.0, (end - start) - sum(per_step[index].values())))
+        row["other_ms"] = _ms(max(0.0, length - sum(per_step[index].values())))
         table.rows.append(row)
     table.rows = _top(table.rows, top)
     return table

@@ -20,7 +20,9 @@ is served (docs/evaluation.md says the same for users):
 Before LoadGen starts, each batch size the scenario uses is warmed up, and the latencies
 that size LoadGen's run (expected latency, expected QPS, the starting rate) are measured.
 An exception in a LoadGen callback cannot travel through LoadGen's C++ code: it goes to
-`abort`, which reports it and ends the process.
+`abort`, which reports it and ends the process. So does SIGTERM or SIGINT (a timeout, Ctrl-C):
+while LoadGen waits in C++ the main thread runs no Python, so the backend's own handler
+would never run; a watcher thread learns of the signal from Python's wakeup fd instead.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import array
 import collections
 import os
+import signal
 import threading
 import time
 import traceback
@@ -76,7 +79,43 @@ def run_evaluation(system: InferenceSystem, options: EvaluationOptions, *, batch
                    warmup: int, say: Callable[[str], None],
                    abort: Callable[[BaseException], None]) -> dict[str, Any]:
     """Run `options.scenario`; return the `results.*` keys. See the module doc."""
+    abort = _once(abort)
+    _watch_signals(abort)
     return _Harness(system, options, batch_size, max(1, warmup), say, abort).run()
+
+
+def _once(abort: Callable[[BaseException], None]) -> Callable[[BaseException], None]:
+    """`abort` for the first failure only (a signal and a callback may both report one)."""
+    lock = threading.Lock()
+
+    def first(error: BaseException) -> None:
+        if lock.acquire(blocking=False):
+            abort(error)
+        else:  # another thread is reporting; it ends the process
+            threading.Event().wait()
+
+    return first
+
+
+def _watch_signals(abort: Callable[[BaseException], None]) -> None:
+    """Report SIGTERM and SIGINT from a thread of their own (see the module doc).
+
+    The backend's handlers stay installed (they make Python write the signal's number to the
+    wakeup fd, whichever thread the signal reaches); with no Python handler, the signal's
+    default action ends the process as before.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return  # set_wakeup_fd belongs to the main thread
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+
+    def watch() -> None:
+        data = os.read(read_end, 1)
+        number = data[0] if data else signal.SIGTERM
+        abort(InterruptedError(f"terminated by {signal.Signals(number).name}"))
+
+    threading.Thread(target=watch, name="dlbs-signals", daemon=True).start()
 
 
 class _Harness:

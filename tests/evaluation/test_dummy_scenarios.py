@@ -8,10 +8,14 @@ machine, never a tight time bound.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from evaluation_helpers import run_backend
+from evaluation_helpers import BACKENDS, backend_env, run_backend
 
 SERVICE_S = 0.02  # seconds per batch
 BATCH = 4
@@ -146,11 +150,6 @@ def test_bad_evaluation_flags_are_one_line(flags, message):
 def test_benchmark_mode_runs_without_loadgen_or_site_packages(tmp_path):
     # The evaluation flags are parsed by benchmark_common (standard library): the dummy's
     # own loop still runs on a bare python3.
-    import subprocess
-    import sys
-
-    from evaluation_helpers import BACKENDS
-
     done = subprocess.run([sys.executable, "-I", "-S", str(BACKENDS["dummy"]), "--sleep", "0",
                            "--num_batches", "2"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -158,13 +157,31 @@ def test_benchmark_mode_runs_without_loadgen_or_site_packages(tmp_path):
 
 
 def test_a_scenario_without_loadgen_says_how_to_install_it():
-    import subprocess
-    import sys
-
-    from evaluation_helpers import BACKENDS
-
     done = subprocess.run([sys.executable, "-I", "-S", str(BACKENDS["dummy"]), "--scenario",
                            "offline"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "pip install mlcommons-loadgen==6.0.17" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_sigterm_while_loadgen_runs_ends_in_a_failure(tmp_path):
+    # LoadGen holds the main thread in C++ (no Python handler can run there): the harness's
+    # watcher must still report the signal, at once.
+    process = subprocess.Popen(
+        [sys.executable, str(BACKENDS["dummy"]), "--scenario", "server", "--target_qps", "5",
+         "--latency_bound_ms", "1000", "--sleep", "0.01", "--min_duration_s", "600",
+         "--loadgen_dir", str(tmp_path / "lg")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=backend_env())
+    # LoadGen has started once its detail log exists.
+    detail = tmp_path / "lg" / "mlperf_log_detail.txt"
+    for _ in range(600):
+        if detail.exists() and detail.stat().st_size > 0:
+            break
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert '__results.status__="failure"' in stdout
+    assert "terminated by SIGTERM" in stdout, stdout + stderr

@@ -20,6 +20,7 @@ from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.builder import Planner
 from dlbs.plan.checks import check_plan
 from dlbs.plan.repeated_flags import flag_names, flag_parameters, repeated_flags
+from dlbs.recipes.tracing import TRACE_FLAGS  # rendered by the recipe from exp.trace_*
 from tests.unit.planning import plan_doc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -236,7 +237,7 @@ def test_every_backend_flag_is_rendered_from_the_config(framework, module):
     text = " ".join(str(item) for item in template)
     # Set by the recipe (where a scenario writes) and by `dlbs predict`, not by parameters.
     rendered = set(re.findall(r"--[a-z0-9_]+", text)) | {
-        "--loadgen_dir", "--predictions_file", "--predict", "--top"}
+        "--loadgen_dir", "--predictions_file", "--predict", "--top"} | set(TRACE_FLAGS)
     missing = []
     for action in _backend_parser(module)._actions:
         flags = [f for f in action.option_strings if f.startswith("--")]

@@ -1,0 +1,100 @@
+"""A trace of hundreds of MB is streamed: `dlbs trace` memory does not grow with the file.
+
+Memory is what is measured (the peak resident set of a `dlbs trace` process), never time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+#: One traced step of the generated trace: its spans, operators and kernels.
+LAYERS, OPERATORS_PER_LAYER, KERNELS_PER_LAYER = 40, 20, 2
+PEAK_RSS = """
+import sys
+from dlbs.cli.main import main
+status = main(["trace", *sys.argv[1:], "--format", "json", "-o", "/dev/null"])
+with open("/proc/self/status") as lines:
+    peak = next(int(line.split()[1]) for line in lines if line.startswith("VmHWM:"))
+print(status, peak // 1024)
+"""
+
+
+def write_big_trace(path, steps: int) -> int:
+    """A gzip-compressed trace with `steps` steps (about 1,000 events each); its JSON size."""
+    size = 0
+    with gzip.open(path, "wt", compresslevel=1) as stream:
+        def write(text: str) -> None:
+            nonlocal size
+            size += len(text)
+            stream.write(text)
+
+        write('{"dlbs": {"trace_level": "kernel", "format": 1}, "traceEvents": [\n')
+        first = True
+        for step in range(steps):
+            start = step * 100_000.0
+            events = [{"ph": "X", "cat": "dlbs.step", "name": "step", "ts": start,
+                       "dur": 99_000.0, "pid": 1, "tid": 1, "args": {"batch": step}},
+                      {"ph": "X", "cat": "dlbs.phase", "name": "forward", "ts": start,
+                       "dur": 50_000.0, "pid": 1, "tid": 1, "args": {"batch": step}}]
+            for index in range(LAYERS):
+                at = start + index * 1_000.0
+                events.append({"ph": "X", "cat": "dlbs.layer", "name": f"layer{index}",
+                               "ts": at, "dur": 900.0, "pid": 1, "tid": 1,
+                               "args": {"batch": step, "parent": "", "depth": 0}})
+                for op in range(OPERATORS_PER_LAYER):
+                    events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{op % 7}",
+                                   "ts": at + op * 40.0, "dur": 30.0, "pid": 1, "tid": 1,
+                                   "args": {"External id": step * 10_000 + op,
+                                            "Input Dims": [[64, 256, 56, 56]]}})
+                for kernel in range(KERNELS_PER_LAYER):
+                    events.append({"ph": "X", "cat": "kernel", "name": f"gemm_{kernel}",
+                                   "ts": at + kernel * 300.0, "dur": 250.0, "pid": 0,
+                                   "tid": 7, "args": {"dlbs.layer": f"layer{index}",
+                                                      "correlation": step * 100 + kernel}})
+            for event in events:
+                write(("" if first else ",\n") + json.dumps(event))
+                first = False
+        write("\n]}\n")
+    return size
+
+
+def peak_mib(*arguments: str) -> int:
+    done = subprocess.run([sys.executable, "-c", PEAK_RSS, *arguments], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    status, peak = done.stdout.split()
+    assert status == "0", done.stderr
+    return int(peak)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("big")
+    small, big = folder / "small.json.gz", folder / "big.json.gz"
+    write_big_trace(small, steps=2)
+    size = write_big_trace(big, steps=1100)
+    return small, big, size
+
+
+@pytest.mark.parametrize("view", ["summary", "layers", "kernels"])
+def test_memory_does_not_grow_with_the_trace(traces, view):
+    small, big, size = traces
+    assert size > 150 * 2**20  # the JSON inside the big trace: well over 150 MiB
+    baseline = peak_mib(str(small), "--view", view)
+    streamed = peak_mib(str(big), "--view", view)
+    # json.load of this trace would take gigabytes; streaming it adds a few MiB of aggregates.
+    assert streamed - baseline < 40, (view, baseline, streamed)
+
+
+def test_eventflow_keeps_only_the_events_it_lists(traces):
+    small, big, _ = traces
+    baseline = peak_mib(str(small), "--view", "eventflow", "--top", "100")
+    streamed = peak_mib(str(big), "--view", "eventflow", "--top", "100")
+    assert streamed - baseline < 40, (baseline, streamed)
