@@ -25,7 +25,7 @@ from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BY
 from dlbs.config.names import check_name
 from dlbs.config.patterns import compile_pattern
 from dlbs.config.spec import DEFINITION_KEYS, Axis, Extension, ParamDef, Spec
-from dlbs.config.values import TYPES, check_plain, type_name
+from dlbs.config.values import TYPES, check_plain, short, type_name
 from dlbs.errors import ConfigError
 
 TOP_LEVEL_KEYS = ("parameters", "variables", "extensions", "include")
@@ -256,7 +256,7 @@ def _check_object(value: Any, keys: Sequence[str], source: str, what: str, key_k
                           f"{', '.join(repr(k) for k in keys)}, not a {type_name(value)}")
     for key in value:
         if key not in keys:
-            raise ConfigError(f"{source}: unknown {key_kind} {key!r}",
+            raise ConfigError(f"{source}: unknown {key_kind} {short(key)}",
                               hint=suggest(str(key), keys) or f"valid keys: {', '.join(keys)}")
 
 
@@ -291,13 +291,13 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
     where = f"{source}: parameter {name!r}"
     for key in value:
         if key not in DEFINITION_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r} in its definition",
+            raise ConfigError(f"{where}: unknown key {short(key)} in its definition",
                               hint=suggest(str(key), DEFINITION_KEYS)
                               or "a definition has val, type, desc, choices, regex, min and max; "
                                  "to give an object as a value, write {val: {...}}")
     declared = value.get("type")
     if declared is not None and declared not in TYPES:
-        raise ConfigError(f"{where}: unknown type {declared!r}",
+        raise ConfigError(f"{where}: unknown type {short(declared)}",
                           hint=suggest(str(declared), TYPES) or f"types: {', '.join(TYPES)}")
     choices = value.get("choices", value.get("val_domain"))
     if choices is not None and not isinstance(choices, list):
@@ -330,7 +330,7 @@ def _bound(definition: dict[str, Any], key: str, where: str) -> int | float | No
         return None
     if isinstance(bound, bool) or not isinstance(bound, int | float) or \
             isinstance(bound, float) and not math.isfinite(bound):
-        raise ConfigError(f"{where}: {key} must be a number, not {bound!r}")
+        raise ConfigError(f"{where}: {key} must be a number, not {short(bound)}")
     try:
         check_plain(bound)
     except ConfigError as error:

@@ -76,7 +76,10 @@ class _Parser:
         self.closed = False
 
     def fail(self, problem: str) -> ConfigError:
-        return ConfigError(f"{problem} in {self.text!r}")
+        shown = repr(self.text)
+        if len(shown) > 200:
+            shown = shown[:197] + "..."
+        return ConfigError(f"{problem} in {shown}")
 
     def parse(self, closer: str | None = None, in_expression: bool = False) -> Template:
         """Parse until `closer` (`}` or `>` for a name, `)$` for an expression) or the end."""

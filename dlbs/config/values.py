@@ -61,7 +61,7 @@ def split_words(text: str) -> list[str]:
     try:
         words = shlex.split(text)
     except ValueError as error:
-        raise ConfigError(f"cannot split {text!r} into words: {error}") from None
+        raise ConfigError(f"cannot split {short(text)} into words: {error}") from None
     return [shell_word(word) for word in words]
 
 

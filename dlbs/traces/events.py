@@ -29,9 +29,11 @@ KERNEL_LAYER_ARG = "dlbs.layer"
 KERNEL_OPERATOR_ARG = "dlbs.operator"
 KERNEL_PHASE_ARG = "dlbs.phase"
 
-#: Collectives of PyTorch's process groups (`nccl:all_reduce`, `gloo:broadcast`, ...) and
-#: NCCL's kernels: what the summary counts as communication when no phase names it.
+#: Collectives of PyTorch's process groups (`nccl:all_reduce`, `gloo:broadcast`, ...: the
+#: process group's own annotations, `user_annotation` spans) and NCCL's kernels: what the
+#: summary counts as communication when no phase names it.
 COMMUNICATION = re.compile(r"^(nccl|gloo|mpi|ucc):|^ncclDevKernel|^ncclKernel", re.IGNORECASE)
+_COLLECTIVE_CATEGORIES = OPERATOR_CATEGORIES | KERNEL_CATEGORIES | {"user_annotation"}
 #: The step spans of a trace torch's own profiler schedule wrote (no dlbs spans).
 TORCH_PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 
@@ -61,5 +63,4 @@ def is_step(span: Span) -> bool:
 
 def is_communication(span: Span) -> bool:
     """A collective operator or kernel (see `COMMUNICATION`)."""
-    return (span.cat in OPERATOR_CATEGORIES or span.cat in KERNEL_CATEGORIES) and \
-        COMMUNICATION.search(span.name) is not None
+    return span.cat in _COLLECTIVE_CATEGORIES and COMMUNICATION.search(span.name) is not None

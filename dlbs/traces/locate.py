@@ -73,7 +73,7 @@ def _from_log(path: str) -> Located:
 
 
 def _from_database(path: str, exp_id: str | None) -> Located:
-    with ResultsStore(path, create=False) as store:
+    with ResultsStore(path, read_only=True) as store:  # a reader (docs/security.md)
         attempts = store.attempts(exp_id) if exp_id else store.attempts()
     traced = [a for a in attempts if isinstance(a.results.get(TRACE_KEY), str)
               and a.results[TRACE_KEY]]

@@ -136,7 +136,7 @@ def summary(trace: TraceFile, sort: str | None = None, top: int | None = None) -
             device.append(span.end)
             if is_communication(span):
                 collective_kernels += span.dur
-        elif span.cat in OPERATOR_CATEGORIES and is_communication(span):
+        elif is_communication(span):
             collective_ops += span.dur
     table = Table("summary", ["category", "total_ms", "per_step_ms", "share"], ["category"],
                   "per_step_ms", steps=steps.count)

@@ -125,7 +125,9 @@ class Tracer:
 
     def _run(self, next_batch: Callable[[], Batch], step: Callable[..., object]) -> dict:
         if not self.records:
-            for _ in range(self.options.batches):
+            # As many steps as rank 0 runs (the profiler's left-out first batch included): under
+            # DDP each step's collectives need every rank.
+            for _ in range(self.options.batches + self._profiler_warmup()):
                 self._one_step(next_batch, step)
             self._sync()
             return {}
@@ -171,11 +173,12 @@ class Tracer:
         full = self.options.at_least("full")
         # One profiled batch is left out first: the profiler's own start-up (CUPTI's, on a
         # GPU) is not a batch's time.
-        plan = schedule(wait=0, warmup=1, active=self.options.batches, repeat=1)
+        plan = schedule(wait=0, warmup=self._profiler_warmup(), active=self.options.batches,
+                        repeat=1)
         with self._recording(_ProfiledSpans(), layer_spans), \
                 profile(activities=activities, schedule=plan, record_shapes=full,
                         profile_memory=full, with_stack=full) as profiler:
-            for _ in range(self.options.batches + 1):
+            for _ in range(self.options.batches + self._profiler_warmup()):
                 self._one_step(next_batch, step)
                 profiler.step()
         folder = os.path.dirname(os.path.abspath(self.options.file))
@@ -194,6 +197,10 @@ class Tracer:
         self.meta.setdefault("device_properties", document.get("deviceProperties", [])
                              if isinstance(document, dict) else [])
         return events
+
+    def _profiler_warmup(self) -> int:
+        """Batches the profiler runs before those it records (0 without the profiler)."""
+        return 1 if self.options.at_least("operator") else 0
 
     @contextlib.contextmanager
     def _recording(self, spans: _Spans, layer_spans: bool) -> Iterator[None]:

@@ -8,6 +8,8 @@ import pytest
 import torchvision
 from pytorch_backend_helpers import run_backend
 
+from dlbs.traces.reader import TraceFile
+from dlbs.traces.views import view
 from tests.tracing.trace_checks import check_layer_nesting, check_views_agree, load, spans
 
 pytestmark = [pytest.mark.pytorch, pytest.mark.slow]
@@ -132,17 +134,26 @@ def test_bad_trace_flags_are_refused_in_one_line(flags, message):
     assert "Traceback" not in run.stderr
 
 
-def test_ddp_traces_on_rank_zero_only(tmp_path):
+@pytest.mark.parametrize("level", ["step", "operator"])
+def test_ddp_traces_on_rank_zero_only(tmp_path, level):
+    """Every rank runs the traced batches (DDP's collectives need them all); rank 0 writes."""
     path = tmp_path / "ddp.trace.json.gz"
     run = run_backend("--model", "deep_mnist", "--device", "cpu", "--batch_size", "4",
                       "--num_batches", "2", "--num_warmup_batches", "1", "--trace_level",
-                      "step", "--trace_batches", "2", "--trace_file", str(path),
+                      level, "--trace_batches", "2", "--trace_file", str(path),
                       launcher=["-m", "torch.distributed.run", "--standalone",
-                                "--nproc_per_node=2"])
+                                "--nproc_per_node=2"], timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.counts["results.trace_file"] == 1
     document = load(path)
     assert len({(e["pid"]) for e in spans(document, "dlbs.step")}) == 1
     assert len(spans(document, "dlbs.step")) == 2
     assert document["dlbs"]["world_size"] == 2
+    if level == "operator":  # DDP's all-reduce, as the process group records it
+        collectives = [e for e in spans(document, "user_annotation")
+                       if e["name"] == "gloo:all_reduce"]
+        assert collectives
+        summary = {row["category"]: row for row in view("summary", TraceFile(path)).rows}
+        assert summary["communication"]["total_ms"] == pytest.approx(
+            sum(e["dur"] for e in collectives) / 1000.0)
     assert [p.name for p in tmp_path.iterdir()] == ["ddp.trace.json.gz"]

@@ -243,7 +243,8 @@ def test_resource_monitor_series_are_recorded(run_dlbs, tmp_path):
         (results,) = conn.execute("SELECT results FROM attempts").fetchone()
     results = json.loads(results)
     cpu = results["results.use.cpu"]
-    assert len(cpu) >= 5 and max(cpu) > 50  # a busy loop uses most of a core
+    # A busy loop (a sleeping backend reads about 0); how busy depends on the machine's load.
+    assert len(cpu) >= 5 and max(cpu) > 10
     assert len(results["results.use.rss"]) == len(results["results.use.time"])
     assert "results.use.gpu_util" not in results  # no GPU here: the series is absent
 

@@ -66,6 +66,8 @@ def test_a_traced_experiment_keeps_its_id():
       'pytorch.extra_args=["--trace_batches 9"]'], "repeats a trace flag"),
     (["exp.framework=mxnet", 'mxnet.extra_args=["--trace_level=layer"]'],
      "repeats a trace flag"),
+    (["exp.framework=dummy", "exp.phase=inference", "exp.scenario=offline",
+      "exp.trace_level=step"], "not a LoadGen scenario"),
 ])
 def test_traces_that_cannot_be_taken_are_refused(params, message):
     with pytest.raises(PlanError, match=message):
