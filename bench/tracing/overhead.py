@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--trace_batches", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=1, help="runs per level, pooled")
     parser.add_argument("--plain", action="store_true", help="also time plain_loop.py")
     parser.add_argument("-P", dest="param", action="append", default=[],
                         help="another parameter for every run (NAME=VALUE)")
@@ -102,11 +103,19 @@ def main() -> None:
     for framework in args.frameworks.split(","):
         untraced = dlbs_run(args.out, framework, "none", args)["results.time_median"]
         for level in args.levels.split(","):
-            results = dlbs_run(args.out, framework, level, args)
-            steps, events = traced_steps(results["results.trace_file"])
-            timed = results["results.time_median"]
-            traced = statistics.median(steps)
-            fastest_timed, fastest_traced = min(results["results.time_data"]), min(steps)
+            # Each round is a run of its own; the rounds' steps are pooled, and the fastest
+            # timed and traced steps of all of them compared (the steadiest figure on a
+            # machine that others load).
+            timed_steps: list[float] = []
+            traced_all: list[float] = []
+            for _ in range(args.rounds):
+                results = dlbs_run(args.out, framework, level, args)
+                steps, events = traced_steps(results["results.trace_file"])
+                timed_steps += results["results.time_data"]
+                traced_all += steps
+            timed = statistics.median(timed_steps)
+            traced = statistics.median(traced_all)
+            fastest_timed, fastest_traced = min(timed_steps), min(traced_all)
             rows.append({"framework": framework, "level": level, "untraced_ms": untraced,
                          "timed_ms": timed, "traced_ms": traced,
                          "overhead": traced / timed - 1.0,
@@ -117,7 +126,8 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     plain = plain_loop(args) if args.plain else None
     lines = [f"# Trace overhead: {args.model}, batch {args.batch}, {args.dtype}, {args.device}, "
-             f"{args.num_batches} timed and {args.trace_batches} traced batches", "",
+             f"{args.num_batches} timed and {args.trace_batches} traced batches per run, "
+             f"{args.rounds} run(s) per level", "",
              "| framework | level | untraced run, median ms | traced run's timed loop, "
              "median ms | traced pass, median step ms | overhead (medians) | fastest timed / "
              "traced step ms | overhead (fastest) | trace MiB | events |",

@@ -23,7 +23,7 @@
 #
 # Settings (environment), GPU defaults first:
 #   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  LEVEL=kernel
-#   LEVELS=step,layer,operator,kernel,full  NUM_BATCHES=50  WARMUP=10  TRACE_BATCHES=5
+#   LEVELS=step,layer,operator,kernel,full  NUM_BATCHES=30  WARMUP=10  TRACE_BATCHES=5
 #   PARAMS="pytorch.channels_last=true"  (more -P parameters for every run, space-separated)
 #   WHEELS=bench/tracing/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
 # The dlbs part on a CPU, small and quick (how it is tested where there is no GPU):
@@ -40,7 +40,7 @@ batch="${BATCH:-256}"
 dtype="${DTYPE:-float16}"
 level="${LEVEL:-kernel}"
 levels="${LEVELS:-step,layer,operator,kernel,full}"
-num_batches="${NUM_BATCHES:-50}"
+num_batches="${NUM_BATCHES:-30}"
 warmup="${WARMUP:-10}"
 trace_batches="${TRACE_BATCHES:-5}"
 params="${PARAMS-pytorch.channels_last=true}"

@@ -18,6 +18,8 @@ from dlbs.errors import DlbsError
 VIEWS = ("summary", "layers", "layer_tree", "kernels", "eventflow", "duration")
 SORTS = ("total", "mean", "count")
 FORMATS = ("table", "json", "csv")
+#: The widest text cell of a table.
+NAME_WIDTH = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,4 +155,6 @@ def _cell(column: str, value: Any, row: dict[str, Any]) -> str:
         return f"{value:.3f}"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value)
+    text = str(value)
+    # Kernel names run to hundreds of characters; json and csv keep them whole.
+    return text if len(text) <= NAME_WIDTH else text[:NAME_WIDTH - 3] + "..."

@@ -28,7 +28,6 @@ from dlbs.traces.events import (
     KERNEL_OPERATOR_ARG,
     KERNEL_PHASE_ARG,
     LAYER,
-    OPERATOR_CATEGORIES,
     PHASE,
     PHASES,
     Span,

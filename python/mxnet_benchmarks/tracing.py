@@ -99,10 +99,14 @@ class Tracer:
         self._active = True
         handles = _add_layer_hooks(net, self.spans) if layer_spans and self.records else []
         exported = ""
+        unwritable: OSError | None = None
         try:
             mx.nd.waitall()
             if profiled:
-                exported = self._start_profiler()
+                try:
+                    exported = self._start_profiler()
+                except OSError as error:  # the batches still run: the other workers need them
+                    unwritable, profiled = error, False
             for _ in range(self.batches):
                 with self.spans.span(STEP, "step"):
                     with self.spans.span(PHASE, "data_wait"):
@@ -120,6 +124,8 @@ class Tracer:
         if not self.records:
             return {}
         try:
+            if unwritable is not None:
+                raise unwritable
             events = trace_file.merge_events(spans, _load(exported) if exported else [])
             trace_file.nest_spans(events, _block_types(net) if layer_spans else {})
             meta = {**self.meta, "trace_level": self.level, "trace_batches": self.batches,

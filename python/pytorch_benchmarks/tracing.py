@@ -16,6 +16,7 @@ batches (their collectives need each other); rank 0 alone records them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import threading
@@ -132,19 +133,19 @@ class Tracer:
             self._sync()
             return {}
         layer_spans = self.options.at_least("layer") and self.model is not None
-        self._sync()
-        if self.options.at_least("operator"):
-            events = self._profiled(next_batch, step, layer_spans)
-        else:
-            events = self._timed(next_batch, step, layer_spans)
-        layers = _layer_info(self.model, self.root) if layer_spans else {}
-        events = trace_file.finish_events(events, layers)
         path = os.path.abspath(self.options.file)
-        meta = {**self.meta, "trace_level": self.options.level,
-                "trace_batches": self.options.batches, "layer_spans": layer_spans}
+        self._sync()
         try:
+            if self.options.at_least("operator"):
+                events = self._profiled(next_batch, step, layer_spans)
+            else:
+                events = self._timed(next_batch, step, layer_spans)
+            layers = _layer_info(self.model, self.root) if layer_spans else {}
+            events = trace_file.finish_events(events, layers)
+            meta = {**self.meta, "trace_level": self.options.level,
+                    "trace_batches": self.options.batches, "layer_spans": layer_spans}
             trace_file.write_trace(path, meta, events)
-        except OSError as error:
+        except OSError as error:  # the timed results stand; the trace says why it is missing
             return {"results.trace_error": f"cannot write the trace {path}: "
                                            f"{error.strerror or error}"}
         return {"results.trace_file": path}
@@ -187,8 +188,6 @@ class Tracer:
         os.close(handle)
         try:
             profiler.export_chrome_trace(exported)
-            import json
-
             with open(exported, encoding="utf-8") as stream:
                 document = json.load(stream)
         finally:

@@ -139,3 +139,15 @@ def test_bad_trace_flags_are_refused_in_one_line(flags, message):
     assert run.returncode == 2
     assert message in run.values["results.status_msg"]
     assert "Traceback" not in run.stderr
+
+
+def test_a_trace_that_cannot_be_written_keeps_the_timed_results(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    run = run_process([sys.executable, str(BENCHMARKS), "--model", "deep_mnist", *FAST,
+                       "--trace_level", "operator", "--trace_file", str(blocker / "t.json.gz")],
+                      timeout=200)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.values["results.status"] == "ok" and run.values["results.time"] > 0
+    assert "cannot write the trace" in run.values["results.trace_error"]
+    assert "results.trace_file" not in run.values

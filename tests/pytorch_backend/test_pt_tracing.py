@@ -157,3 +157,15 @@ def test_ddp_traces_on_rank_zero_only(tmp_path, level):
         assert summary["communication"]["total_ms"] == pytest.approx(
             sum(e["dur"] for e in collectives) / 1000.0)
     assert [p.name for p in tmp_path.iterdir()] == ["ddp.trace.json.gz"]
+
+
+def test_a_trace_that_cannot_be_written_keeps_the_timed_results(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    run = run_backend("--model", "deep_mnist", "--device", "cpu", "--batch_size", "2",
+                      "--num_batches", "2", "--trace_level", "operator", "--trace_file",
+                      str(blocker / "t.json.gz"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.values["results.status"] == "ok" and run.values["results.time"] > 0
+    assert "cannot write the trace" in run.values["results.trace_error"]
+    assert "results.trace_file" not in run.values

@@ -154,6 +154,17 @@ def test_out_of_memory_cancels_the_queued_larger_batches(run_dlbs, tmp_path, slu
     assert "cancelled" in result.stderr and "queued job(s) of larger batches" in result.stderr
 
 
+def test_a_job_past_its_timeout_is_cancelled_and_the_sweep_goes_on(run_dlbs, tmp_path,
+                                                                    slurm_cluster):
+    result = run_dlbs("run", *DUMMY, "-P", "exp.timeout=3", "-P", "dummy.sleep=0",
+                      "-V", 'dummy.fail=["hang", ""]', timeout=300)
+    assert result.returncode == 1, result.stderr
+    rows = attempts(tmp_path / "logs" / "results.db")
+    by_status = {row[2]: row[3] for row in rows}
+    assert set(by_status) == {"timeout", "ok"}
+    assert "still running after the timeout of 3 s; cancelled" in by_status["timeout"]
+
+
 FAKE_LIMIT = r"""#!/bin/sh
 # A QOS submit limit, as SLURM refuses it (it needs accounting storage, which the test
 # cluster has not): at most {limit} jobs (array tasks count one each) of this folder queued

@@ -36,3 +36,9 @@ def trace_of(tmp_path):
         return write_trace(tmp_path / f"trace{next(counter)}{suffix}", events, **options)
 
     return make
+
+
+# The real Docker Engine and its test image, for test_trace_docker.py (they fail, never skip,
+# when the engine is down).
+from tests.run.conftest import run_dlbs  # noqa: E402,F401
+from tests.targets.conftest import docker_client, test_image  # noqa: E402,F401

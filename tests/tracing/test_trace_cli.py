@@ -172,3 +172,14 @@ def test_a_trace_deleted_after_the_run_is_named(runs, dlbs_cli, tmp_path):
     copy.write_text(text)
     lines = error_lines(dlbs_cli("trace", str(copy)))
     assert "does not exist" in lines[0] and "gone" in lines[0]
+
+
+def test_long_kernel_names_are_cut_in_tables_only(tmp_path, dlbs_cli):
+    name = "void cutlass::Kernel<" + "x" * 300 + ">"
+    trace = write_trace(tmp_path / "t.json.gz", [
+        span("dlbs.step", "step", 0.0, 10.0),
+        span("kernel", name, 1.0, 2.0, **{"dlbs.layer": "conv1"})])
+    table = dlbs_cli("trace", str(trace), "--view", "kernels")
+    assert name not in table.stdout and name[:60] in table.stdout and "..." in table.stdout
+    whole = dlbs_cli("trace", str(trace), "--view", "kernels", "--format", "json")
+    assert json.loads(whole.stdout)["rows"][0]["kernel"] == name
