@@ -27,15 +27,16 @@ from dlbs.config.limits import (
     MAX_INT_BITS,
     MAX_ITEMS,
     MAX_STRING,
+    MAX_VALUE_CHARS,
 )
 from dlbs.errors import ConfigError
 
 _BUILTINS = {name: getattr(__builtins__, name) if not isinstance(__builtins__, dict)
              else __builtins__[name]
-             for name in ("len", "int", "float", "bool", "min", "max", "abs", "round",
-                          "sorted", "any", "all", "list", "dict")}
+             for name in ("len", "int", "float", "bool", "min", "max", "abs", "sorted", "any",
+                          "all", "list", "dict")}
 _FUNCTIONS = {**_BUILTINS, "range": guarded.checked_range, "sum": guarded.checked_sum,
-              "str": guarded.checked_str}
+              "str": guarded.checked_str, "round": guarded.checked_round}
 _CONSTANTS = {"true": True, "false": False, "null": None,
               "True": True, "False": False, "None": None}
 _MATH = SimpleNamespace(**{name: guarded.MATH_CHECKED.get(name, getattr(math, name))
@@ -50,6 +51,7 @@ _OPERATORS.update({getattr(ast, name): function
 _MAKES_VALUES = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.JoinedStr, ast.List,
                  ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.GeneratorExp, ast.DictComp)
 _OBJECT_BYTES = 64  # what one value costs at the least (sys.getsizeof of a small object)
+_RESULTS_KEPT = 65_536  # results remembered: a sweep repeats few texts, or each just once
 
 
 class _BudgetExceeded(Exception):
@@ -149,10 +151,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             except AttributeError:
                 raise simpleeval.AttributeDoesNotExist(name, self.expr) from None
         kind = type(owner)
-        if isinstance(owner, patterns.Match):
-            allowed = guarded.MATCH_ATTRIBUTES
-        else:
-            allowed = guarded.ATTRIBUTES.get(kind, frozenset())
+        allowed = guarded.ATTRIBUTES.get(kind, frozenset())
         if name not in allowed:
             raise simpleeval.FeatureNotAvailable(f"'.{name}' of a {kind.__name__}")
         bind = guarded.CHECKED_METHODS.get((kind, name))
@@ -166,23 +165,68 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
                 raise TypeError(f"a pattern is a string, not {type(pattern).__name__}")
             return patterns.compile_pattern(pattern, flags)
 
-        def timed(method: str) -> Any:
-            def call(pattern: Any, string: Any, *args: Any, flags: int = 0, **kwargs: Any) -> Any:
+        def text(string: Any) -> str:
+            if not isinstance(string, str):
+                raise TypeError(f"a regular expression searches a string, not "
+                                f"{type(string).__name__}")
+            return string
+
+        def matcher(method: str) -> Any:
+            def call(pattern: Any, string: Any, flags: int = 0) -> guarded.Match | None:
                 regex = compiled(pattern, flags)
-                timeout = self.remaining()
                 try:
-                    return getattr(regex, method)(string, *args, timeout=timeout, **kwargs)
+                    found = getattr(regex, method)(text(string), timeout=self.remaining())
                 except TimeoutError:
-                    raise patterns.too_slow(regex, str(string), EXPRESSION_SECONDS) from None
+                    raise patterns.too_slow(regex, string, EXPRESSION_SECONDS) from None
+                return None if found is None else guarded.Match(found)
             return call
+
+        def collect(regex: Any, string: str, pieces: Any) -> list[Any]:
+            """The pieces of a findall or split, counted as they come, never all at once."""
+            result: list[Any] = []
+            try:
+                for piece in pieces:
+                    self._count(piece)
+                    result.append(piece)
+                    guarded.check_length(len(result), result, "the result")
+                    if time.perf_counter() > self.deadline:
+                        raise _BudgetExceeded(f"took more than {EXPRESSION_SECONDS:g} s")
+            except TimeoutError:
+                raise patterns.too_slow(regex, string, EXPRESSION_SECONDS) from None
+            return result
+
+        def findall(pattern: Any, string: Any, flags: int = 0) -> list[Any]:
+            regex = compiled(pattern, flags)
+            string = text(string)
+
+            def found() -> Any:
+                for match in regex.finditer(string, timeout=self.remaining()):
+                    if regex.groups == 0:
+                        yield match.group(0)
+                        continue
+                    groups = guarded.Match(match).groups("")
+                    yield groups[0] if regex.groups == 1 else groups
+            return collect(regex, string, found())
+
+        def split(pattern: Any, string: Any, maxsplit: int = 0, flags: int = 0) -> list[Any]:
+            regex = compiled(pattern, flags)
+            string = text(string)
+            return collect(regex, string, regex.splititer(string, maxsplit,
+                                                          timeout=self.remaining()))
 
         def sub(pattern: Any, repl: Any, string: Any, count: int = 0, flags: int = 0) -> str:
             regex = compiled(pattern, flags)
             if not isinstance(repl, str) or not isinstance(string, str):
                 raise TypeError("re.sub takes a pattern, a replacement and a string")
             made = [len(string)]
+            references = repl.count("\\")  # `\1`, `\g<name>`: each may repeat a group
 
             def replace(match: Any) -> str:
+                if references:  # sized before `expand` builds it in C
+                    longest = max(len(group or "") for group in (match.group(0),
+                                                                  *match.groups()))
+                    guarded.check_length(made[0] + len(repl) + references * longest, repl,
+                                         "re.sub()'s result")
                 text = match.expand(repl)
                 made[0] += len(text)  # at most the whole input and every replacement
                 guarded.check_length(made[0], text, "re.sub()'s result")
@@ -192,8 +236,8 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             except TimeoutError:
                 raise patterns.too_slow(regex, string, EXPRESSION_SECONDS) from None
 
-        return SimpleNamespace(sub=sub, **{name: timed(name) for name in (
-            "match", "search", "fullmatch", "split", "findall")})
+        return SimpleNamespace(sub=sub, findall=findall, split=split, **{
+            name: matcher(name) for name in ("match", "search", "fullmatch")})
 
 
 class SafeEvaluator:
@@ -208,9 +252,16 @@ class SafeEvaluator:
             return self._results[text]
         except KeyError:
             pass
-        result = _plain(self._evaluate(text))
+        result = self._evaluate(text)
         if callable(result) or isinstance(result, SimpleNamespace):
             raise ConfigError("expression does not compute a value (a function or module)")
+        # A list may hold one long string many times at little cost; its text may not.
+        if guarded.text_size(result, MAX_VALUE_CHARS) > MAX_VALUE_CHARS:
+            raise ConfigError(f"expression exceeds a size limit: its value would be more than "
+                              f"{MAX_VALUE_CHARS:,} characters as text")
+        result = _plain(result)
+        if len(self._results) >= _RESULTS_KEPT:  # texts unique to each experiment (exp.id)
+            self._results.clear()
         self._results[text] = result
         return result
 

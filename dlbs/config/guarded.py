@@ -166,6 +166,13 @@ def checked_sum(iterable: Iterable[Any], start: Any = 0) -> Any:
     return sum(items, start)
 
 
+def checked_round(number: Any, ndigits: Any = None) -> Any:
+    """`round(n, -10**18)` of an integer computes 10**(10**18) first."""
+    if _is_int(number) and _is_int(ndigits) and ndigits < 0:
+        check_bits(-ndigits * 10 // 3 + 1, f"round(..., {_short(ndigits)})")
+    return round(number, ndigits) if ndigits is not None else round(number)
+
+
 def checked_str(*args: Any) -> str:
     if args:
         check_text(args[0], "str()")
@@ -298,9 +305,60 @@ ATTRIBUTES: dict[type, frozenset[str]] = {
 #: Bound methods that check their arguments first, by (type, attribute).
 CHECKED_METHODS: dict[tuple[type, str], Callable[[Any], Callable[..., Any]]] = {
     (str, name): bind for name, bind in _STR_CHECKED.items()}
-#: What a regex match object offers (no `expand`: its template could repeat a group at will).
-MATCH_ATTRIBUTES = frozenset({"group", "groups", "groupdict", "start", "end", "span", "string",
-                              "lastgroup", "lastindex", "pos", "endpos"})
+
+
+class Match:
+    """A regex match as expressions see it: its groups are sized before they are made.
+
+    A pattern of many nested groups matched against a long text has groups that each hold
+    most of the text; `groups()` would copy every one of them in C. Here the spans are added
+    up first. No `expand`: its template could repeat a group at will.
+    """
+
+    __slots__ = ("_match",)
+
+    def __init__(self, match: Any) -> None:
+        self._match = match
+
+    def _sized(self, indices: Iterable[Any]) -> None:
+        length = 0
+        for index in indices:
+            start, end = self._match.span(index)
+            length += max(end - start, 0)
+        check_length(length, "", "the match's groups")
+
+    def group(self, *indices: Any) -> Any:
+        self._sized(indices or (0,))
+        return self._match.group(*indices)
+
+    def groups(self, default: Any = None) -> tuple[Any, ...]:
+        self._sized(range(1, self._match.re.groups + 1))
+        return self._match.groups(default)
+
+    def groupdict(self, default: Any = None) -> dict[str, Any]:
+        self._sized(self._match.re.groupindex.values())
+        return self._match.groupdict(default)
+
+    def start(self, group: Any = 0) -> int:
+        return self._match.start(group)
+
+    def end(self, group: Any = 0) -> int:
+        return self._match.end(group)
+
+    def span(self, group: Any = 0) -> tuple[int, int]:
+        return self._match.span(group)
+
+    @property
+    def lastindex(self) -> int | None:
+        return self._match.lastindex
+
+    @property
+    def lastgroup(self) -> str | None:
+        return self._match.lastgroup
+
+
+ATTRIBUTES[Match] = frozenset({"group", "groups", "groupdict", "start", "end", "span",
+                               "lastindex", "lastgroup"})
 
 
 def _short(value: Any) -> str:

@@ -290,11 +290,14 @@ class Resolver:
 
     def _expr(self, expr: Expr) -> Any:
         pieces = []
+        length = 0
         for part in expr.body.parts:
-            if isinstance(part, str):
-                pieces.append(part)
-            else:
-                pieces.append(render(self._ref(part), null="null"))
+            piece = part if isinstance(part, str) else render(self._ref(part), null="null")
+            length += len(piece)
+            if length > MAX_VALUE_CHARS:  # the evaluator refuses it anyway: never build it
+                raise ConfigError(f"expression exceeds a size limit: its text would be more "
+                                  f"than {MAX_VALUE_CHARS:,} characters")
+            pieces.append(piece)
         return self.ctx.evaluator.evaluate("".join(pieces))
 
     # -- errors ------------------------------------------------------------------------------

@@ -192,7 +192,11 @@ class _Harness:
         log_settings.log_output.outdir = self.options.loadgen_dir
         log_settings.log_output.copy_summary_to_stdout = False
         log_settings.log_output.prefix_with_datetime = False
-        log_settings.enable_trace = True
+        # A trace has an event per sample: bounded by the latency (single_stream,
+        # multi_stream) or the dataset (accuracy), none per sample for offline; a server at
+        # tens of thousands of samples a second (max_qps: for each rate tried) would write
+        # gigabytes.
+        log_settings.enable_trace = self.scenario not in ("server", "max_qps")
         self.lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
 
     # -- warm-up and calibration -------------------------------------------------------------

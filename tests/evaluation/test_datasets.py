@@ -151,3 +151,17 @@ def test_the_shared_package_imports_only_what_backends_have():
                 continue
             for name in names:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+
+
+def test_the_shared_package_and_the_dummy_run_on_python_3_8():
+    # Old framework images (MXNet's) and bare containers have an older Python than dlbs.
+    import os
+    import shutil
+
+    vermin = shutil.which("vermin", path=os.path.dirname(sys.executable))
+    assert vermin, "vermin is a test dependency (pip install -e '.[test]')"
+    result = subprocess.run([vermin, "-t=3.8-", "--no-tips", "--violations",
+                             str(PYTHON_DIR / "benchmark_common"),
+                             str(PYTHON_DIR / "dummy_benchmarks" / "benchmarks.py")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -7,6 +7,7 @@ next class's colour.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -133,3 +134,21 @@ def test_latency_scenarios_and_weights_that_do_not_fit(tmp_path, trained):
     assert wrong.returncode == 2
     assert "cannot be loaded into model tiny_ten_mx" in wrong.stderr
     assert "Traceback" not in wrong.stderr
+
+
+def test_predict_classifies_images_and_names_a_bad_one(tmp_path, trained):
+    models, weights, folder, _ = trained
+    image = sorted(Path(folder).rglob("*.png"))[0]
+    (tmp_path / "labels.txt").write_text("red\ngreen\nblue\nyellow\n")
+    (tmp_path / "bad.png").write_text("not an image")
+    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                      "--weights", str(weights), "--device", "cpu", "--forward_only",
+                      "--labels", str(tmp_path / "labels.txt"), "--top", "2",
+                      "--predict", str(image), str(tmp_path / "bad.png"))
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.startswith("__predict.result__=")]
+    good, bad = (json.loads(line.split("=", 1)[1]) for line in lines)
+    assert good["image"] == str(image) and len(good["top"]) == 2
+    assert good["top"][0]["name"] == "red"  # class_00 shows the first colour
+    assert good["top"][0]["probability"] >= good["top"][1]["probability"]
+    assert "not an image" in bad["error"]

@@ -222,10 +222,14 @@ def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker
     import signal
 
     def press_ctrl_c() -> None:
+        # Once the container runs (started, not only created: a loaded machine can take a
+        # while between the two), and the target waits for it.
         deadline = time.monotonic() + 30
-        while not _containers_of(docker_client, "docker-test") and time.monotonic() < deadline:
+        while not any(c.status == "running" for c in _containers_of(docker_client,
+                                                                      "docker-test")) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.3)
+        time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c)

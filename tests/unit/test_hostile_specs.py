@@ -137,6 +137,8 @@ def test_8_a_redefinition_keeps_the_bounds():
     "str(['a' * 99999] * 1000)", "math.comb(10**18, 10**6)", "math.perm(10**18, 10**6)",
     "math.prod([2**8000] * 5)", "sum([[1] * 1000] * 1000, [])",
     "re.sub('', 'x' * 1000, 'a' * 1000)", "[('a' * 99990) + str(i) for i in range(10000)]",
+    "round(5, -10**18)",  # found by reading CPython: 10**(10**18) before the rounding
+    "re.sub('(a*)', '\\\\1' * 50000, 'a' * 100000)", "['a' * 99999] * 100000",
 ])
 def test_9_expressions_that_would_hang_or_allocate_gigabytes(expression):
     started = time.perf_counter()
