@@ -41,17 +41,16 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.report.compare import compare, parse_threshold
     from dlbs.report.render_compare import render_comparison, summary_line
     from dlbs.report.select import Filter
-    from dlbs.results.sources import Detail, load_experiments
+    from dlbs.results.sources import load_attempts
     from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
 
     threshold = parse_threshold(args.threshold)
     filters = [Filter.parse(text) for text in args.filters]
-    detail = Detail(summaries=True, samples=True)
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():
-        base = load_experiments([args.base], detail).records
-        new = load_experiments([args.new], detail).records
+        base = load_attempts([args.base], latest_only=True)
+        new = load_attempts([args.new], latest_only=True)
         comparison = compare(base, new, by=split_list(args.by), filters=filters,
                              threshold=threshold, alpha=args.alpha)
         text = render_comparison(comparison, args.fmt)
@@ -62,4 +61,4 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         if args.output or args.fmt != "text":
             print(f"dlbs compare: {summary_line(comparison)}", file=sys.stderr)
-    return 1 if comparison.regressions else 0
+    return 1 if comparison.regression_count else 0

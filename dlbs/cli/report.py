@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
     from dlbs.report import Options, build_report, render
     from dlbs.report.select import Filter
-    from dlbs.results.sources import Detail, load_experiments
+    from dlbs.results.sources import load_attempts
     from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
 
@@ -70,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
         rows=split_list(args.rows), cols=args.cols, value=args.value)
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():
-        loaded = load_experiments(args.inputs, Detail(summaries=True, all_attempts=True))
-        report = build_report(loaded.records, options)
+        report = build_report(load_attempts(args.inputs), options)
         if args.fmt == "html":
             from dlbs.report.html import render_html
 

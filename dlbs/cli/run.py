@@ -194,8 +194,11 @@ class BarReporter(LineReporter):
 
 def _print_summary(summary: Any) -> None:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items()))
-    print(f"dlbs: {counts or 'nothing to run'}" +
-          (" (interrupted)" if summary.interrupted else ""), file=sys.stderr)
+    stopped = ""
+    if summary.interrupted:
+        stopped = f" (interrupted by {summary.stopped_by})" if summary.stopped_by \
+            else " (interrupted)"
+    print(f"dlbs: {counts or 'nothing to run'}{stopped}", file=sys.stderr)
     for experiment, status, message, log_path in summary.failures:
         print(f"  {status}: {_describe(experiment)}: {message} (log: {log_path})",
               file=sys.stderr)

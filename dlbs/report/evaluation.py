@@ -13,9 +13,9 @@ of its scenarios (`exp.scenario`), and counts the others it leaves out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numpy as np
 
-from dlbs.results.sources import Record
+from dlbs.results.columns import Attempts
 
 LATENCY, ACCURACY = "latency", "accuracy"
 TYPES = (LATENCY, ACCURACY)
@@ -35,8 +35,10 @@ DEFAULT_METRICS = {
 }
 
 
-def in_scope(kind: str, records: Sequence[Record]) -> tuple[list[Record], int]:
-    """The attempts of the report's scenarios, and how many other attempts were left out."""
+def in_scope(kind: str, attempts: Attempts) -> tuple[np.ndarray, int]:
+    """The attempts (indices) of the report's scenarios, and how many others were left out."""
     wanted = SCENARIOS[kind]
-    kept = [record for record in records if record.experiment.get("exp.scenario") in wanted]
-    return kept, len(records) - len(kept)
+    column = attempts.column("exp.scenario")
+    inside = np.array([value in wanted for value in column.values], dtype=bool)
+    kept = np.flatnonzero(inside[column.codes])
+    return kept, attempts.size - len(kept)

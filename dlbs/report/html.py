@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from dlbs import __version__
-from dlbs.report.keys import title
-from dlbs.report.metrics import MONITOR_COLUMNS, Metric, combine, metric
+from dlbs.report.identity import ENV_PREFIX, column_of
+from dlbs.report.keys import partition, title
+from dlbs.report.metrics import MONITOR_COLUMNS, Metric, metric
 from dlbs.report.render import TITLES, header_lines, key_text, layout, number
 from dlbs.report.select import Experiment, as_text
 from dlbs.report.tables import SCALING, Report
-from dlbs.util import exact_json
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
@@ -64,8 +66,7 @@ def render_html(report: Report) -> str:
 
 def _charts(report: Report) -> list[tuple[str, str]]:
     """(inline SVG, caption) of each chart the report has."""
-    rows = report.rows()
-    if not report.cells or len(rows) > MAX_CHART_ROWS:
+    if report.table_cells is None or len(report.table_cells.shown) > MAX_CHART_ROWS:
         return []
     from dlbs.report import plot
 
@@ -119,17 +120,24 @@ def _svg(figure: Any, index: int) -> str:
 
 def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
     """Row keys and the monitor's summaries of each cell, when any cell has them."""
+    cells = report.table_cells
+    if cells is None:
+        return [], []
     metrics: list[Metric] = [metric(key) for key in MONITOR_COLUMNS]
+    values = [report.cell_values(item.key) for item in metrics]
+    order = report.displayed().tolist()
+    # Within a row, by the column's text (as the page has always listed them).
+    order.sort(key=lambda cell: (int(cells.row[cell]), as_text(
+        None if cells.column is None else cells.column[cell])))
     rows = []
-    for shown, cells in report.rows():
-        for column, cell in sorted(cells.items(), key=lambda item: as_text(item[0])):
-            values = [combine(item, cell.attempts) for item in metrics]
-            if all(value is None for value in values):
-                continue
-            keys = [key_text(value) for value in shown]
-            if report.column_key is not None:
-                keys.append(key_text(column))
-            rows.append(keys + [number(value) for value in values])
+    for cell in order:
+        found = [value.get(cell) for value in values]
+        if all(value is None for value in found):
+            continue
+        keys = [key_text(value) for value in cells.shown[cells.row[cell]]]
+        if report.column_key is not None and cells.column is not None:
+            keys.append(key_text(cells.column[cell]))
+        rows.append(keys + [number(value) for value in found])
     if not rows:
         return [], []
     headers = [title(key) for key in report.row_keys]
@@ -140,26 +148,43 @@ def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
     """Distinct environments of the measured attempts, with framework versions and counts."""
-    found: dict[str, dict[str, Any]] = {}
-    for cell in report.cells:
-        for record in cell.attempts:
-            if not record.environment:
-                continue
-            key = exact_json.dumps(record.environment, sort_keys=True)
-            entry = found.setdefault(key, {"environment": record.environment,
-                                           "experiments": set(), "frameworks": set(),
-                                           "models": set()})
-            entry["experiments"].add(cell.experiment.identity)
-            entry["models"].add(as_text(record.experiment.get("exp.model")))
-            version = record.experiment.get("exp.framework_ver")
-            if version:
-                entry["frameworks"].add(str(version))
     headers = ["models"] + [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
+    cells = report.table_cells
+    if cells is None:
+        return headers, []
+    selection = cells.selection
+    attempts, members = selection.attempts, selection.members
+    names = [key for key in attempts.keys() if key.startswith(ENV_PREFIX)]
+    if not names or not len(members):
+        return headers, []
+    recorded = np.zeros(len(members), dtype=bool)
+    for key in names:
+        recorded |= attempts.present(key)[members]
+    groups, _ = partition(len(members), names, lambda key: column_of(attempts, key).codes[
+        members])
+    cell_of = np.repeat(np.arange(len(selection.measured)), np.diff(selection.member_starts))
+    models, versions = column_of(attempts, "exp.model"), column_of(attempts, "exp.framework_ver")
+    found: dict[int, dict[str, Any]] = {}
+    for position in np.flatnonzero(recorded).tolist():
+        entry = found.get(int(groups[position]))
+        member = members[position]
+        if entry is None:
+            environment = {key[len(ENV_PREFIX):]: column_of(attempts, key).values[
+                column_of(attempts, key).codes[member]] for key in names}
+            entry = found[int(groups[position])] = {
+                "environment": environment, "experiments": set(), "frameworks": set(),
+                "models": set()}
+        entry["experiments"].add(int(cell_of[position]))
+        entry["models"].add(as_text(models.values[models.codes[member]]))
+        version = versions.values[versions.codes[member]]
+        if version:
+            entry["frameworks"].add(str(version))
     rows = []
     for entry in found.values():
         environment = entry["environment"]
-        models = sorted(entry["models"])
-        shown = ", ".join(models[:MAX_MODELS]) + (", ..." if len(models) > MAX_MODELS else "")
+        shown_models = sorted(entry["models"])
+        shown = ", ".join(shown_models[:MAX_MODELS]) + (
+            ", ..." if len(shown_models) > MAX_MODELS else "")
         values = [shown] + [as_text(environment.get(key)) or "-"
                             for key, _ in ENVIRONMENT_FIELDS]
         values.append(", ".join(sorted(entry["frameworks"])) or "-")

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from dlbs.errors import ConfigError
-from dlbs.results.sources import Record
+from dlbs.results.columns import Attempts, Column, Record, finite_numbers
 from dlbs.util import exact_json
 
 ENV_PREFIX = "env."
@@ -134,3 +136,66 @@ def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
             sort_keys=True)
         return ("params", identity, device_model(record))
     return ("id", str(exp_id), device_model(record))
+
+
+# -- the same over columns (results/columns.py): what reports and comparisons use -----------
+
+def column_of(attempts: Attempts, key: str) -> Column:
+    """`key` over `attempts`, as `value_of` reads it (the device model computed)."""
+    if key == DEVICE_MODEL:
+        return attempts.derived(DEVICE_MODEL, _device_models)
+    return attempts.column(key)
+
+
+def numbers_of(attempts: Attempts, key: str) -> np.ndarray:
+    """`key`'s finite numbers over `attempts` (NaN elsewhere)."""
+    if key == DEVICE_MODEL:
+        return finite_numbers(column_of(attempts, key))
+    return attempts.numbers(key)
+
+
+def has_value_of(attempts: Attempts, key: str) -> np.ndarray:
+    """Where `key` has a value that is not None."""
+    if key == DEVICE_MODEL:
+        return column_of(attempts, key).codes != 0
+    return attempts.has_value(key)
+
+
+def per_code(column: Column, convert: Any, dtype: Any = object) -> np.ndarray:
+    """`convert(value)` of each code's value, as an array to index with the codes."""
+    return np.array([convert(value) for value in column.values], dtype=dtype)
+
+
+def _device_models(attempts: Attempts) -> Column:
+    device = attempts.column("exp.device_type")
+    gpus = attempts.column("exp.num_gpus")
+    on_gpu = per_code(device, lambda value: value == "gpu", bool)[device.codes] | per_code(
+        gpus, lambda value: isinstance(value, int) and not isinstance(value, bool)
+        and value > 0, bool)[gpus.codes]
+    gpu, cpu = attempts.column("env.gpu_model"), attempts.column("env.cpu_model")
+    pairs = np.where(on_gpu, gpu.codes, -1 - cpu.codes)
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    models = []
+    for pair in distinct.tolist():
+        model = gpu.values[pair] if pair >= 0 else cpu.values[-1 - pair]
+        models.append(None if model is None else str(model))
+    texts = Column.of(models)
+    return Column(texts.codes[inverse.reshape(-1)], None, texts.values)
+
+
+def experiment_codes(attempts: Attempts, rules: KeyRules) -> np.ndarray:
+    """Per attempt, a number for its experiment (as `experiment_identity` tells them apart)."""
+    ids = column_of(attempts, "exp.id")
+    codes = ids.codes.astype(np.int64)
+    empty = ids.find("")
+    missing = codes == 0 if empty is None else (codes == 0) | (codes == empty)
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        identities = Column.of([exact_json.dumps(
+            {key: value for key, value in record.experiment.items()
+             if is_identity_key(key, rules)}, sort_keys=True)
+            for record in attempts.records(rows)])
+        codes[rows] = int(codes.max(initial=0)) + identities.codes
+    device = column_of(attempts, DEVICE_MODEL).codes
+    combined = codes * (int(device.max(initial=0)) + 1) + device
+    return np.unique(combined, return_inverse=True)[1].reshape(-1)

@@ -13,17 +13,11 @@ experiments.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from dlbs.report.identity import (
-    DEVICE_MODEL,
-    ENV_PREFIX,
-    KeyRules,
-    hashable,
-    is_identity_key,
-    value_of,
-)
-from dlbs.results.sources import Record
+import numpy as np
+
+from dlbs.report.identity import DEVICE_MODEL, KeyRules, column_of, is_identity_key
+from dlbs.results.columns import Attempts
 
 # The usual parameters, in display order; the sizes go last, next to the numbers.
 LEADING = ("exp.model", "exp.framework", "exp.phase", "exp.dtype", "exp.device_type",
@@ -48,8 +42,11 @@ FIELDS = {
     EXP_ID: "exp_id", "exp.scenario": "scenario", "exp.weights": "weights",
 }
 NUMERIC = frozenset(SIZES)
+# refine() numbers groups through a table of this many entries at most (else it sorts).
+_DENSE_LIMIT = 1 << 23
 
-ValuesOf = Callable[[str], list[Any]]
+# key -> one code per experiment (equal codes: equal values; 0: None).
+ValuesOf = Callable[[str], np.ndarray]
 
 
 def title(key: str) -> str:
@@ -62,47 +59,22 @@ def field_name(key: str) -> str:
     return FIELDS.get(key, key)
 
 
-def identity_keys(records: Sequence[Record], rules: KeyRules) -> list[str]:
-    """Identity keys of `records` (one record per experiment), in first-seen order."""
-    keys: dict[str, None] = {}
-    previous: Any = None
-    for record in records:
-        names = record.experiment.keys()
-        if previous is not None and names == previous:
-            continue   # most experiments of a sweep have the same keys: compared in C
-        previous = names
-        for key in names:
-            if key not in keys and is_identity_key(key, rules):
-                keys[key] = None
-    keys[DEVICE_MODEL] = None
-    return list(keys)
+def identity_keys(attempts: Attempts, rows: np.ndarray, rules: KeyRules) -> list[str]:
+    """Identity keys that some of the attempts `rows` have, by name; the device model last."""
+    keys = [key for key in attempts.keys() if is_identity_key(key, rules)
+            and attempts.present(key)[rows].any()]
+    keys.append(DEVICE_MODEL)
+    return keys
 
 
-def varying_keys(records: Sequence[Record], keys: Sequence[str]) -> list[str]:
-    """The keys whose value is not the same in every record (a missing key is None).
-
-    The common case, a key that agrees with the first record, is checked for all keys at
-    once by list comparison; only a disagreement is looked at key by key.
-    """
-    if not records:
-        return []
-    plain = [key for key in keys if key != DEVICE_MODEL]
-    first = records[0].experiment
-    reference = [first.get(key) for key in plain]
-    varying: set[str] = set()
-    for record in records:
-        experiment = record.experiment
-        current = list(map(experiment.get, plain))
-        if current == reference:
-            continue
-        changed = {index for index, (a, b) in enumerate(zip(current, reference)) if a != b}
-        varying.update(plain[index] for index in changed)
-        keep = [index for index in range(len(plain)) if index not in changed]
-        plain = [plain[index] for index in keep]
-        reference = [reference[index] for index in keep]
-    if DEVICE_MODEL in keys and len({value_of(r, DEVICE_MODEL) for r in records}) > 1:
-        varying.add(DEVICE_MODEL)
-    return [key for key in keys if key in varying]
+def varying_keys(values_of: ValuesOf, keys: Sequence[str]) -> list[str]:
+    """The keys whose value is not the same everywhere (a missing key is None)."""
+    varying = []
+    for key in keys:
+        codes = values_of(key)
+        if len(codes) and (codes != codes[0]).any():
+            varying.append(key)
+    return varying
 
 
 def preference(keys: Sequence[str], rules: KeyRules, first: Sequence[str] = ()) -> list[str]:
@@ -139,17 +111,25 @@ def display_order(keys: Sequence[str]) -> list[str]:
     return sorted(keys, key=rank)
 
 
-def refine(groups: list[int], values: Sequence[Any]) -> tuple[list[int], int]:
-    """Split the groups (one id per experiment) by one key's values; new ids and count."""
-    table: dict[tuple[int, Any], int] = {}
-    refined = [table.setdefault((group, value), len(table))
-               for group, value in zip(groups, values)]
-    return refined, len(table)
+def refine(groups: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Split the groups (one number per experiment) by one key's codes; new numbers, count."""
+    if not len(groups):
+        return groups, 0
+    width = int(codes.max()) + 1
+    combined = groups.astype(np.int64) * width + codes
+    space = (int(groups.max()) + 1) * width
+    if space <= _DENSE_LIMIT:
+        used = np.zeros(space, dtype=bool)
+        used[combined] = True
+        numbers = np.cumsum(used) - 1
+        return numbers[combined], int(numbers[-1]) + 1
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    return inverse.reshape(-1), len(distinct)
 
 
-def partition(count: int, keys: Sequence[str], values_of: ValuesOf) -> tuple[list[int], int]:
-    """Group ids of `count` experiments by the values of `keys`."""
-    groups, size = [0] * count, (1 if count else 0)
+def partition(count: int, keys: Sequence[str], values_of: ValuesOf) -> tuple[np.ndarray, int]:
+    """Group numbers of `count` experiments by the values of `keys`."""
+    groups, size = np.zeros(count, dtype=np.int64), (1 if count else 0)
     for key in keys:
         groups, size = refine(groups, values_of(key))
     return groups, size
@@ -177,20 +157,18 @@ def undetermined(count: int, keys: Sequence[str], others: Sequence[str],
     return [key for key in others if refine(groups, values_of(key))[1] > size]
 
 
-def value_lists(records: Sequence[Record]) -> ValuesOf:
-    """A memoised `key -> [hashable value per record]`."""
-    cache: dict[str, list[Any]] = {}
+def value_lists(attempts: Attempts, rows: np.ndarray) -> ValuesOf:
+    """A memoised `key -> codes of the attempts rows` (one attempt per experiment)."""
+    cache: dict[str, np.ndarray] = {}
 
-    def values_of(key: str) -> list[Any]:
+    def values_of(key: str) -> np.ndarray:
         found = cache.get(key)
         if found is None:
-            if key.startswith(ENV_PREFIX):
-                found = [value_of(record, key) for record in records]
-            else:
-                found = [record.experiment.get(key) for record in records]
-            types = set(map(type, found))
-            if list in types or dict in types:
-                found = [hashable(value) for value in found]
-            cache[key] = found
+            found = cache[key] = column_of(attempts, key).codes[rows]
         return found
     return values_of
+
+
+def distinct(codes: np.ndarray) -> int:
+    """How many different values the codes stand for."""
+    return len(np.unique(codes))

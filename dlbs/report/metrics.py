@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dlbs.errors import ResultsError
-from dlbs.report.identity import value_of
-from dlbs.results.sources import Record
+from dlbs.report.identity import column_of, has_value_of, numbers_of
+from dlbs.results.columns import Attempts, Record
 
 MEAN, MAX, MIN = "mean", "max", "min"
 SPEEDUP, EFFICIENCY = "speedup", "efficiency"
@@ -93,8 +95,12 @@ def metric(key: str) -> Metric:
     return Metric(key, title, field, combine)
 
 
-def resolve(names: Sequence[str], records: Sequence[Record], scaling: bool) -> list[Metric]:
-    """Metrics for `--columns` names (`x` or `results.x`); unknown names are one error."""
+def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
+            scaling: bool) -> list[Metric]:
+    """Metrics for `--columns` names (`x` or `results.x`); unknown names are one error.
+
+    A name that is not a known value must have a value in one of the attempts `rows`.
+    """
     metrics = []
     for raw in names:
         name = raw.strip()
@@ -106,7 +112,7 @@ def resolve(names: Sequence[str], records: Sequence[Record], scaling: bool) -> l
             metrics.append(metric(name))
             continue
         key = name if name.startswith(("results.", "exp.", "env.")) else f"results.{name}"
-        if key not in _KNOWN and not any(value_of(r, key) is not None for r in records):
+        if key not in _KNOWN and not has_value_of(attempts, key)[rows].any():
             raise ResultsError(
                 f"--columns {raw}: no experiment has {key}",
                 hint="`dlbs parse LOGS` lists every key; monitor summaries are "
@@ -117,27 +123,64 @@ def resolve(names: Sequence[str], records: Sequence[Record], scaling: bool) -> l
     return metrics
 
 
-def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
-    """The cell's value of `metric_` over its attempts (see the module); None if none has it.
+@dataclass
+class CellValues:
+    """One value in each cell: `numbers` (NaN: none), `others` (cell -> text, bool, list)."""
 
-    Numbers come back as floats; NaN and infinities count as missing.
+    numbers: np.ndarray
+    others: dict[int, Any] = field(default_factory=dict)
+
+    def get(self, cell: int) -> Any:
+        """The value of one cell: a float, another value, or None."""
+        number = self.numbers[cell]
+        if number == number:   # not NaN
+            return float(number)
+        return self.others.get(cell)
+
+
+def combine_cells(attempts: Attempts, members: np.ndarray, starts: np.ndarray,
+                  metric_: Metric) -> CellValues:
+    """Each cell's value of `metric_` over its attempts (see the module).
+
+    Cell c combines the attempts `members[starts[c]:starts[c + 1]]`, oldest first. Numbers
+    come back as floats; NaN and infinities count as missing.
     """
-    if len(attempts) == 1:
-        value = value_of(attempts[0], metric_.key)
-        if isinstance(value, float):
-            return value if math.isfinite(value) else None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        return value
-    values = [value_of(record, metric_.key) for record in attempts]
-    numbers = [float(v) for v in values if isinstance(v, int | float)
-               and not isinstance(v, bool) and math.isfinite(v)]
-    if numbers:
-        if metric_.combine == MAX:
-            return max(numbers)
-        if metric_.combine == MIN:
-            return min(numbers)
-        return math.fsum(numbers) / len(numbers)
-    present = [v for v in values if v is not None and not isinstance(v, int | float)
-               or isinstance(v, bool)]
-    return present[-1] if present else None
+    key = metric_.key
+    cells = len(starts) - 1
+    if not cells:
+        return CellValues(np.zeros(0))
+    numbers = numbers_of(attempts, key)[members]
+    firsts = starts[:-1]
+    if metric_.combine == MAX:
+        combined = np.fmax.reduceat(numbers, firsts)
+    elif metric_.combine == MIN:
+        combined = np.fmin.reduceat(numbers, firsts)
+    else:
+        combined = numbers[firsts].copy()
+        for cell in np.flatnonzero(np.diff(starts) > 1).tolist():
+            found = numbers[starts[cell]:starts[cell + 1]]
+            found = found[~np.isnan(found)]
+            combined[cell] = math.fsum(found.tolist()) / len(found) if len(found) else math.nan
+    values = CellValues(combined)
+    missing = np.isnan(combined)
+    if missing.any():
+        present = np.add.reduceat(has_value_of(attempts, key)[members].astype(np.intp), firsts)
+        wanted = np.flatnonzero(missing & (present > 0))
+        if len(wanted):
+            column = column_of(attempts, key)
+            codes = column.codes[members]
+            for cell in wanted.tolist():
+                for position in range(starts[cell + 1] - 1, starts[cell] - 1, -1):
+                    value = column.values[codes[position]]
+                    if value is not None and (not isinstance(value, int | float)
+                                              or isinstance(value, bool)):
+                        values.others[cell] = value
+                        break
+    return values
+
+
+def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
+    """The value of `metric_` over attempt records (see the module); None if none has it."""
+    values = combine_cells(Attempts.of_records(attempts), np.arange(len(attempts)),
+                           np.array([0, len(attempts)]), metric_)
+    return values.get(0) if len(attempts) else None

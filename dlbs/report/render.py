@@ -3,22 +3,24 @@
 Text and markdown are for people: identity keys with one value everywhere are listed once
 above the tables, and scaling and pivot reports spread their column axis (GPU counts, the
 pivot's key) over the columns. CSV and JSON are for programs: one record per cell with every
-key, whatever the values. Text is laid out here rather than by rich: a report of 100,000
-experiments must render in well under a second.
+key, whatever the values. Text is laid out here rather than by rich, column by column, each
+distinct key value formatted once: a report of 100,000 experiments must render in well under
+a second.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from dlbs.errors import ResultsError
 from dlbs.report import evaluation
 from dlbs.report.keys import NUMERIC, title
+from dlbs.report.metrics import CellValues
 from dlbs.report.select import as_text
-from dlbs.report.tables import SCALE, Cell, Report
+from dlbs.report.tables import SCALE, Cells, Report
 from dlbs.results.output import csv_cell, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -26,6 +28,8 @@ REPORT_FORMAT = "dlbs-report"
 REPORT_FORMAT_VERSION = 2
 
 MISSING = "-"
+# What makes the csv module quote a field (its default dialect, QUOTE_MINIMAL).
+_CSV_SPECIAL = (",", '"', "\r", "\n")
 
 TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
           "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table",
@@ -46,13 +50,32 @@ def render(report: Report, fmt: str) -> str:
 # -- shared layout for people --------------------------------------------------------------
 
 class Grid:
-    """A titled table of strings: headers, rows, and which columns are numbers."""
+    """A titled table of strings: headers, rows (or columns), and which columns are numbers."""
 
-    def __init__(self, title_: str, headers: list[str], numeric: list[bool]) -> None:
+    def __init__(self, title_: str, headers: list[str], numeric: list[bool],
+                 columns: list[list[str]] | None = None) -> None:
         self.title = title_
         self.headers = headers
         self.numeric = numeric
-        self.rows: list[list[str]] = []
+        self._columns = columns
+        self._rows: list[Any] | None = None if columns is not None else []
+
+    @property
+    def rows(self) -> list[Any]:
+        """The rows, each a sequence of strings."""
+        if self._rows is None:
+            self._rows = list(zip(*self._columns)) if self._columns else []
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: list[Any]) -> None:
+        self._rows, self._columns = rows, None
+
+    def columns(self) -> list[list[str]] | list[tuple[str, ...]]:
+        """The columns, each a sequence of strings (without the header)."""
+        if self._columns is not None:
+            return self._columns
+        return list(zip(*self.rows)) if self.rows else [[] for _ in self.headers]
 
 
 def number(value: Any, samples: int = 1) -> str:
@@ -61,6 +84,22 @@ def number(value: Any, samples: int = 1) -> str:
         return MISSING
     text = f"{value:.2f}" if isinstance(value, float) else as_text(value)
     return f"{text} (n={samples})" if samples > 1 else text
+
+
+def numbers(values: CellValues, order: np.ndarray, samples: np.ndarray | None) -> list[str]:
+    """`number()` of the cells `order` (samples: attempts per cell, None for 1)."""
+    texts = [MISSING if value != value else f"{value:.2f}"
+             for value in values.numbers[order].tolist()]
+    if values.others:
+        for position, cell in enumerate(order.tolist()):
+            if cell in values.others:
+                texts[position] = number(values.others[cell])
+    if samples is not None:
+        counts = samples[order]
+        for position in np.flatnonzero(counts > 1).tolist():
+            if texts[position] != MISSING:
+                texts[position] += f" (n={counts[position]})"
+    return texts
 
 
 def key_text(value: Any) -> str:
@@ -82,34 +121,43 @@ def header_lines(report: Report) -> list[str]:
 
 def layout(report: Report) -> list[Grid]:
     """The tables of a report: one, or one per metric spread over the column axis."""
-    rows = report.rows()
+    cells = report.table_cells
     key_headers = [title(key) for key in report.row_keys]
     key_numeric = [key in NUMERIC for key in report.row_keys]
-
-    def key_cells(shown: tuple[Any, ...]) -> list[str]:
-        return [key_text(value) for value in shown]
-
+    order = report.displayed()
+    if cells is None:
+        if report.column_key is None:
+            return [Grid("", key_headers + [item.title for item in report.metrics],
+                         key_numeric + [True] * len(report.metrics))]
+        return [Grid(f"{item.title}, by {_axis_title(report)}", key_headers, key_numeric)
+                for item in report.metrics]
+    row_texts = [[key_text(row[position]) for row in cells.shown]
+                 for position in range(len(report.row_keys))]
     if report.column_key is None:
-        grid = Grid("", key_headers + [item.title for item in report.metrics],
-                    key_numeric + [True] * len(report.metrics))
-        for shown, cells in rows:
-            for cell in cells.values():
-                grid.rows.append(key_cells(shown) + [
-                    number(cell.values.get(item.key), _samples(cell, item.key))
-                    for item in report.metrics])
-        return [grid]
-    columns = report.columns
+        rows = cells.row[order].tolist()
+        columns = [[texts[row] for row in rows] for texts in row_texts]
+        columns.extend(numbers(cells.values[item.key], order, _samples(cells, item.key))
+                       for item in report.metrics)
+        return [Grid("", key_headers + [item.title for item in report.metrics],
+                     key_numeric + [True] * len(report.metrics), columns)]
+    axis = report.columns
+    place = {_place(value): index for index, value in enumerate(axis)}
+    rows = cells.row[order].tolist()
+    places = [place[_place(cells.column[cell])] for cell in order.tolist()]
     grids = []
     for item in report.metrics:
-        heading = f"{item.title}, by {_axis_title(report)}"
-        grid = Grid(heading, key_headers + [key_text(column) for column in columns],
-                    key_numeric + [True] * len(columns))
-        for shown, cells in rows:
-            grid.rows.append(key_cells(shown) + [
-                number(cells[column].values.get(item.key), _samples(cells[column], item.key))
-                if column in cells else MISSING for column in columns])
-        grids.append(grid)
+        texts = numbers(cells.values[item.key], order, _samples(cells, item.key))
+        table = [[MISSING] * len(cells.shown) for _ in axis]
+        for row, column, text in zip(rows, places, texts):
+            table[column][row] = text
+        grids.append(Grid(f"{item.title}, by {_axis_title(report)}",
+                          key_headers + [key_text(column) for column in axis],
+                          key_numeric + [True] * len(axis), [*row_texts, *table]))
     return grids
+
+
+def _place(value: Any) -> Any:
+    return as_text(value) if isinstance(value, list | dict) else (value.__class__, value)
 
 
 def _axis_title(report: Report) -> str:
@@ -118,9 +166,9 @@ def _axis_title(report: Report) -> str:
     return report.column_title
 
 
-def _samples(cell: Cell, key: str) -> int:
+def _samples(cells: Cells, key: str) -> np.ndarray | None:
     # Speedup and efficiency compare cells; they are not averages of attempts.
-    return 1 if key in ("speedup", "efficiency") else cell.samples
+    return None if key in ("speedup", "efficiency") else cells.samples
 
 
 # -- text ------------------------------------------------------------------------------
@@ -142,7 +190,8 @@ def render_text(report: Report) -> str:
 
 def aligned(grid: Grid) -> list[str]:
     """A grid as lines of aligned columns, a rule of dashes under the header."""
-    widths = [max(map(len, column)) for column in zip(grid.headers, *grid.rows)]
+    widths = [max(len(header), max(map(len, column), default=0))
+              for header, column in zip(grid.headers, grid.columns())]
     # One format string for every line: the padding happens in C, not cell by cell.
     template = "  ".join(f"{{:{'>' if numeric else '<'}{width}}}"
                          for width, numeric in zip(widths, grid.numeric))
@@ -185,13 +234,36 @@ def record_columns(report: Report) -> list[str]:
 
 def render_csv(report: Report) -> str:
     """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(report.fields())
-    writer.writerows([value if isinstance(value, str | int | float) and
-                      not isinstance(value, bool) else csv_cell(value) for value in row]
-                     for row in report.table())
-    return buffer.getvalue()
+    columns = [_csv_texts(column) for column in report.table_columns()]
+    lines = [",".join(_csv_quoted(name) for name in report.fields())]
+    lines.extend(",".join(row) for row in zip(*columns))
+    return "\n".join(lines) + "\n"
+
+
+def _csv_texts(values: list[Any]) -> list[str]:
+    """A column as the csv module writes it (QUOTE_MINIMAL), each distinct value once."""
+    texts: dict[Any, str] = {}
+    found = []
+    for value in values:
+        key = (value.__class__, value) if not isinstance(value, list | dict) else \
+            (list, as_text(value))
+        text = texts.get(key)
+        if text is None:
+            if isinstance(value, str):
+                text = value
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                text = str(value)
+            else:
+                text = csv_cell(value)
+            text = texts[key] = _csv_quoted(text)
+        found.append(text)
+    return found
+
+
+def _csv_quoted(text: str) -> str:
+    if any(special in text for special in _CSV_SPECIAL):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def report_document(report: Report) -> dict[str, Any]:

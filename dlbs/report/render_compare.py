@@ -6,12 +6,14 @@ import csv
 import io
 from typing import Any
 
+import numpy as np
+
 from dlbs.errors import ResultsError
-from dlbs.report.compare import REGRESSIONS, Comparison, Match
+from dlbs.report.compare import REGRESSIONS, VERDICTS, Comparison
 from dlbs.report.keys import NUMERIC, field_name, title
 from dlbs.report.render import Grid, aligned, key_text
 from dlbs.report.select import as_text
-from dlbs.report.tables import sort_key
+from dlbs.report.tables import ordered_by_codes
 from dlbs.results.output import csv_cell, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -39,7 +41,7 @@ def summary_line(comparison: Comparison) -> str:
     order = ("slower", "now fails", "faster", "now ok", "not significant", "untested",
              "no value", "both fail", "same")
     parts = [f"{counts[verdict]} {verdict}" for verdict in order if counts[verdict]]
-    line = f"{len(comparison.matches)} matched: " + ", ".join(parts)
+    line = f"{comparison.size} matched: " + ", ".join(parts)
     if comparison.base_only:
         line += f"; {len(comparison.base_only)} only in BASE"
     if comparison.new_only:
@@ -62,22 +64,31 @@ def _notes(comparison: Comparison) -> list[str]:
 
 def _grid(comparison: Comparison) -> Grid:
     keys = comparison.keys
-    grid = Grid("", [title(key) for key in keys] +
+    order = _ordered(comparison)
+    columns = [_texts(codes, table, order) for codes, table in
+               zip(comparison.shown_codes, comparison.shown_tables)]
+    columns.append(_ms(comparison.base_value[order]))
+    columns.append(_ms(comparison.new_value[order]))
+    columns.append([MISSING if change != change else f"{change:+.1%}"
+                    for change in comparison.change[order].tolist()])
+    columns.append([MISSING if p_value != p_value else f"{p_value:.2g}"
+                    for p_value in comparison.p_value[order].tolist()])
+    shown = [verdict.upper() if verdict in REGRESSIONS else verdict for verdict in VERDICTS]
+    columns.append([shown[code] for code in comparison.verdict[order].tolist()])
+    return Grid("", [title(key) for key in keys] +
                 ["BASE (ms)", "NEW (ms)", "change", "p-value", "verdict"],
-                [key in NUMERIC for key in keys] + [True, True, True, True, False])
-    for match in _ordered(comparison):
-        grid.rows.append([key_text(value) for value in match.shown] + [
-            _ms(match.base_value), _ms(match.new_value),
-            MISSING if match.change is None else f"{match.change:+.1%}",
-            MISSING if match.p_value is None else f"{match.p_value:.2g}",
-            match.verdict.upper() if match.verdict in REGRESSIONS else match.verdict,
-        ])
-    return grid
+                [key in NUMERIC for key in keys] + [True, True, True, True, False], columns)
 
 
-def _ordered(comparison: Comparison) -> list[Match]:
-    return sorted(comparison.matches,
-                  key=lambda match: tuple(sort_key(value) for value in match.shown))
+def _texts(codes: np.ndarray, table: list[Any], order: np.ndarray) -> list[str]:
+    """key_text of the values of `codes` (in `order`), each distinct value formatted once."""
+    used = np.unique(codes)
+    texts = {code: key_text(table[code]) for code in used.tolist()}
+    return [texts[code] for code in codes[order].tolist()]
+
+
+def _ordered(comparison: Comparison) -> np.ndarray:
+    return ordered_by_codes(comparison.shown_codes, comparison.shown_tables, comparison.size)
 
 
 def _one_side(comparison: Comparison) -> list[tuple[str, list[tuple[Any, ...]]]]:
@@ -119,16 +130,27 @@ def _render_markdown(comparison: Comparison) -> str:
 
 
 def _records(comparison: Comparison) -> list[dict[str, Any]]:
+    order = _ordered(comparison).tolist()
+    base_ids, new_ids = comparison.ids()
+    names = [field_name(key) for key in comparison.keys]
+    values = {
+        "base_ms": _optional(comparison.base_value), "new_ms": _optional(comparison.new_value),
+        "change": _optional(comparison.change), "p_value": _optional(comparison.p_value),
+        "verdict": [VERDICTS[code] for code in comparison.verdict.tolist()],
+        "base_exp_id": base_ids, "new_exp_id": new_ids,
+    }
     records = []
-    for match in _ordered(comparison):
-        record: dict[str, Any] = {field_name(k): v for k, v in zip(comparison.keys, match.shown)}
-        record.update({"base_ms": match.base_value, "new_ms": match.new_value,
-                       "change": match.change, "p_value": match.p_value,
-                       "verdict": match.verdict,
-                       "base_exp_id": match.base.experiment.get("exp.id"),
-                       "new_exp_id": match.new.experiment.get("exp.id")})
+    shown_values = comparison.shown
+    for index in order:
+        record: dict[str, Any] = {name: shown[index] for name, shown in
+                                  zip(names, shown_values)}
+        record.update((name, column[index]) for name, column in values.items())
         records.append(record)
     return records
+
+
+def _optional(values: np.ndarray) -> list[float | None]:
+    return [None if value != value else value for value in values.tolist()]
 
 
 def _render_csv(comparison: Comparison) -> str:
@@ -159,12 +181,12 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
         "base_only": side(comparison.base_only),
         "new_only": side(comparison.new_only),
         "counts": dict(sorted(comparison.counts().items())),
-        "regressions": len(comparison.regressions),
+        "regressions": comparison.regression_count,
         "not_matched_on": [{"key": k, "base": as_text(a), "new": as_text(b)}
                            for k, a, b in comparison.differences],
         "notes": _notes(comparison),
     }
 
 
-def _ms(value: float | None) -> str:
-    return MISSING if value is None else f"{value:.2f}"
+def _ms(values: np.ndarray) -> list[str]:
+    return [MISSING if value != value else f"{value:.2f}" for value in values.tolist()]

@@ -9,10 +9,11 @@ each row; a row without it has no speedup or efficiency.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
-from dlbs.report.metrics import EFFICIENCY, SPEEDUP, THROUGHPUT, TIME
+import numpy as np
+
+from dlbs.results.columns import Attempts
 
 
 def scale_of(experiment: dict[str, Any]) -> int:
@@ -22,27 +23,46 @@ def scale_of(experiment: dict[str, Any]) -> int:
         count(experiment.get("exp.num_nodes")) or 1
 
 
-def add_scaling(kind: str, rows: Iterable[dict[Any, Any]]) -> None:
+def scales(attempts: Attempts, rows: np.ndarray) -> np.ndarray:
+    """`scale_of` of the attempts `rows`."""
+    found = np.zeros(len(rows), dtype=np.int64)
+    for key in ("exp.num_gpus", "exp.num_replicas", "exp.num_nodes"):
+        column = attempts.column(key)
+        counts = np.array([count(value) for value in column.values], dtype=np.int64)
+        found = np.where(found > 0, found, counts[column.codes[rows]])
+    return np.where(found > 0, found, 1)
+
+
+def scaling_values(kind: str, row: np.ndarray, scale: np.ndarray, time: np.ndarray,
+                   throughput: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Speedup and efficiency of every cell against its row's one-GPU (one-replica) cell.
 
-    `rows` map a GPU count to a cell; `kind` is "weak" or "strong".
+    Per cell: its row's number, its GPU count, its batch time and throughput (NaN: none);
+    `kind` is "weak" or "strong". NaN where there is no baseline or no value.
     """
-    for cells in rows:
-        base = cells.get(1)
-        if base is None:
-            continue
-        t1, x1 = base.values.get(TIME), base.values.get(THROUGHPUT)
-        for scale, cell in cells.items():
-            tn, xn = cell.values.get(TIME), cell.values.get(THROUGHPUT)
-            if kind == "weak":
-                # Same replica batch: N times the work per step, ideally in the same time.
-                cell.values[SPEEDUP] = xn / x1 if positive(xn) and positive(x1) else None
-                cell.values[EFFICIENCY] = 100.0 * t1 / tn if positive(tn) and t1 else None
-            else:
-                # Same effective batch: the work of a step is split N ways.
-                cell.values[SPEEDUP] = t1 / tn if positive(tn) and t1 else None
-                cell.values[EFFICIENCY] = (100.0 * t1 / (scale * tn)
-                                           if positive(tn) and t1 else None)
+    base = np.full(int(row.max(initial=-1)) + 1, -1, dtype=np.intp)
+    ones = np.flatnonzero(scale == 1)[::-1]
+    rows_with_one, last = np.unique(row[ones], return_index=True)
+    base[rows_with_one] = ones[last]     # a row's last such cell, as a dict would keep it
+    has_base = base[row] >= 0
+    where = np.where(has_base, base[row], 0)
+    t1 = np.where(has_base, time[where], np.nan)
+    x1 = np.where(has_base, throughput[where], np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = _positive(time) & (t1 != 0) & ~np.isnan(t1)
+        if kind == "weak":
+            # Same replica batch: N times the work per step, ideally in the same time.
+            speedup = np.where(_positive(throughput) & _positive(x1), throughput / x1, np.nan)
+            efficiency = np.where(usable, 100.0 * t1 / time, np.nan)
+        else:
+            # Same effective batch: the work of a step is split N ways.
+            speedup = np.where(usable, t1 / time, np.nan)
+            efficiency = np.where(usable, 100.0 * t1 / (scale * time), np.nan)
+    return speedup, efficiency
+
+
+def _positive(values: np.ndarray) -> np.ndarray:
+    return ~np.isnan(values) & (values > 0)
 
 
 def scale_label(devices: set[str]) -> str:

@@ -3,6 +3,9 @@
 A cell of a report holds one experiment; the experiment's ok attempts are its measurements
 (`--latest`: only its newest attempt, when that is ok). The same attempt read twice (from its
 log and from the results database, or from two copies of a folder) counts once.
+
+Everything here works on columns (results/columns.py): attempts are numbered, experiments
+are numbered in the order they were first read, and a selection is arrays of those numbers.
 """
 
 from __future__ import annotations
@@ -10,13 +13,21 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dlbs.errors import ResultsError
-from dlbs.report.identity import KeyRules, experiment_identity, value_of
-from dlbs.results.sources import Record
+from dlbs.report.identity import (
+    KeyRules,
+    column_of,
+    experiment_codes,
+    experiment_identity,
+    per_code,
+)
+from dlbs.results.columns import Attempts, Record
 from dlbs.util import exact_json
 
 
@@ -47,12 +58,19 @@ def as_text(value: Any) -> str:
     return exact_json.dumps(value)
 
 
-def resolve_key(key: str, records: Sequence[Record]) -> str:
-    """`key` as the records spell it: `model` finds `exp.model`, `time` `results.time`."""
-    if "." in key and (key.startswith("env.") or any(key in r.experiment for r in records)):
+def resolve_key(key: str, attempts: Attempts, rows: np.ndarray | None = None) -> str:
+    """`key` as the attempts (`rows` of them) spell it: `model` finds `exp.model`."""
+    def known(name: str) -> bool:
+        if rows is None:
+            return attempts.has_key(name)
+        if name.startswith("results."):
+            return bool(attempts.has_value(name)[rows].any())
+        return bool(attempts.present(name)[rows].any())
+
+    if "." in key and (key.startswith("env.") or known(key)):
         return key
     for candidate in (key, f"exp.{key}", f"results.{key}"):
-        if any(candidate in record.experiment for record in records):
+        if known(candidate):
             return candidate
     if key.startswith("env."):
         return key
@@ -60,48 +78,52 @@ def resolve_key(key: str, records: Sequence[Record]) -> str:
                        hint="`dlbs parse LOGS` shows every key of every experiment")
 
 
-def apply_filters(records: Sequence[Record], filters: Sequence[Filter]) -> list[Record]:
-    """Attempts that match every key's patterns (one of them, when a key is given twice)."""
-    if not filters:
-        return list(records)
+def apply_filters(attempts: Attempts, filters: Sequence[Filter]) -> np.ndarray:
+    """Indices of the attempts that match every key's patterns (either, for a key twice)."""
+    kept = np.ones(attempts.size, dtype=bool)
     patterns: dict[str, list[str]] = {}
     for item in filters:
-        patterns.setdefault(resolve_key(item.key, records), []).append(item.pattern)
-    kept = []
-    for record in records:
-        if all(any(fnmatch.fnmatchcase(as_text(value_of(record, key)), pattern)
-                   for pattern in globs) for key, globs in patterns.items()):
-            kept.append(record)
-    return kept
+        patterns.setdefault(resolve_key(item.key, attempts), []).append(item.pattern)
+    for key, globs in patterns.items():
+        column = column_of(attempts, key)
+        matches = per_code(column, lambda value, globs=globs: any(
+            fnmatch.fnmatchcase(as_text(value), pattern) for pattern in globs), bool)
+        kept &= matches[column.codes]
+    return np.flatnonzero(kept)
 
 
-def without_duplicates(records: Iterable[Record]) -> tuple[list[Record], int]:
-    """Each attempt once: the same experiment's same log file read twice counts once."""
-    records = list(records)
-    if len({record.source for record in records}) < 2:
-        return records, 0   # one database (or one file) holds each attempt once
-    seen: set[tuple[Any, ...]] = set()
-    kept = []
-    dropped = 0
-    for record in records:
-        experiment = record.experiment
-        log = experiment.get("results.log_file")
-        if log is None:
-            kept.append(record)
-            continue
-        key = (experiment.get("exp.id"), os.path.basename(str(log)),
-               experiment.get("results.end_time"))
-        if key in seen:
-            dropped += 1
-            continue
-        seen.add(key)
-        kept.append(record)
-    return kept, dropped
+def without_duplicates(attempts: Attempts) -> tuple[np.ndarray, int]:
+    """Each attempt once: the indices kept, and how many were dropped.
+
+    The same experiment's same log file, ended at the same time, read twice counts once.
+    """
+    everything = np.arange(attempts.size)
+    if len(np.unique(attempts.sources()[0])) < 2:
+        return everything, 0   # one database (or one file) holds each attempt once
+    logs = column_of(attempts, "results.log_file")
+    names = per_code(logs, lambda value: None if value is None
+                     else os.path.basename(str(value)))
+    with_log = np.flatnonzero(logs.codes != 0)
+    if not len(with_log):
+        return everything, 0
+    key = np.stack([column_of(attempts, "exp.id").codes[with_log],
+                    _codes_of(names)[logs.codes[with_log]],
+                    column_of(attempts, "results.end_time").codes[with_log]], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    dropped = np.setdiff1d(with_log, with_log[first])
+    return np.setdiff1d(everything, dropped), len(dropped)
+
+
+def _codes_of(values: np.ndarray) -> np.ndarray:
+    """Equal values get equal numbers."""
+    table: dict[Any, int] = {}
+    return np.array([table.setdefault(value, len(table)) for value in values.tolist()],
+                    dtype=np.intp)
 
 
 @dataclass
 class Experiment:
-    """Every attempt of one experiment that the inputs hold, oldest first."""
+    """Every attempt of one experiment that the inputs hold, oldest first (as records)."""
 
     identity: tuple[Any, ...]
     attempts: list[Record] = field(default_factory=list)
@@ -116,55 +138,116 @@ class Experiment:
         """The newest attempt's status."""
         return str(self.latest.experiment.get("results.status", "failure"))
 
-    def ok_attempts(self, latest_only: bool) -> list[Record]:
-        """The attempts a report measures: every ok one, or only the newest if it is ok."""
-        if latest_only:
-            return [self.latest] if self.status == "ok" else []
-        return [a for a in self.attempts if a.experiment.get("results.status") == "ok"]
-
-
-def group_experiments(records: Sequence[Record], rules: KeyRules) -> list[Experiment]:
-    """Attempts grouped by experiment (id and device model), in first-seen order."""
-    groups: dict[tuple[Any, ...], Experiment] = {}
-    for record in records:
-        identity = experiment_identity(record, rules)
-        group = groups.get(identity)
-        if group is None:
-            group = groups[identity] = Experiment(identity)
-        group.attempts.append(record)
-    for group in groups.values():
-        if len(group.attempts) > 1:
-            group.attempts.sort(key=lambda r: r.recency)  # stable: ties stay in read order
-    return list(groups.values())
-
 
 @dataclass
 class Selection:
-    """The experiments a report measures, and what it leaves out and why."""
+    """The experiments a report measures, and what it leaves out and why.
 
-    measured: list[tuple[Experiment, list[Record]]] = field(default_factory=list)
+    Experiments are numbered in the order they were first read. `order` lists the attempts
+    (indices into `attempts`) experiment by experiment, oldest first, `starts[e]` where
+    experiment e begins in it. `measured` are the experiments with attempts to show;
+    `members` their measured attempts (oldest first), `member_starts[m]` where the m-th
+    measured experiment's begin.
+    """
+
+    attempts: Attempts
+    rules: KeyRules
+    order: np.ndarray
+    starts: np.ndarray
+    measured: np.ndarray
+    members: np.ndarray
+    member_starts: np.ndarray
     # Latest status -> experiments without an ok attempt to show.
     not_counted: Counter[str] = field(default_factory=Counter)
     # Experiments shown with earlier ok attempts although their newest is not ok.
     latest_not_ok: int = 0
     duplicates: int = 0
     # Experiments whose newest attempt is not ok (shown or not), for their reasons.
-    failed: list[Experiment] = field(default_factory=list)
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+
+    @property
+    def representatives(self) -> np.ndarray:
+        """The newest measured attempt of each measured experiment."""
+        return self.members[self.member_starts[1:] - 1]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """How many measured attempts each measured experiment has."""
+        return np.diff(self.member_starts)
+
+    def take(self, keep: np.ndarray) -> Selection:
+        """Only the measured experiments `keep` (booleans, one per measured experiment)."""
+        counts = self.counts[keep]
+        starts = self.member_starts[:-1][keep]
+        members = np.concatenate([self.members[start:start + count] for start, count in
+                                  zip(starts.tolist(), counts.tolist())]) if len(counts) \
+            else np.zeros(0, dtype=np.intp)
+        return Selection(self.attempts, self.rules, self.order, self.starts,
+                         self.measured[keep], members, _bounds(counts), self.not_counted,
+                         self.latest_not_ok, self.duplicates, self.failed)
+
+    def experiment(self, number: int) -> Experiment:
+        """Experiment `number` with its attempts as records."""
+        records = self.attempts.records(self.order[self.starts[number]:self.starts[number + 1]])
+        return Experiment(experiment_identity(records[-1], self.rules), records)
+
+    def member_records(self, measured: int) -> list[Record]:
+        """The measured attempts of the `measured`-th measured experiment, as records."""
+        start, stop = self.member_starts[measured], self.member_starts[measured + 1]
+        return self.attempts.records(self.members[start:stop])
 
 
-def select(records: Sequence[Record], rules: KeyRules, filters: Sequence[Filter] = (),
+def _bounds(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
+
+
+def statuses(attempts: Attempts) -> tuple[np.ndarray, list[str]]:
+    """Each attempt's status as text (`failure` without one), as codes into names."""
+    column = column_of(attempts, "results.status")
+    names = [str(value) for value in column.values]
+    names[0] = "None"
+    codes = column.codes.copy()
+    absent = ~column.has()
+    if absent.any():
+        names.append("failure")
+        codes[absent] = len(names) - 1
+    return codes, names
+
+
+def select(attempts: Attempts, rules: KeyRules, filters: Sequence[Filter] = (),
            latest_only: bool = False) -> Selection:
-    """Filter, de-duplicate and group `records`; split measured from not counted."""
-    unique, duplicates = without_duplicates(apply_filters(records, filters))
-    selection = Selection(duplicates=duplicates)
-    for experiment in group_experiments(unique, rules):
-        attempts = experiment.ok_attempts(latest_only)
-        if experiment.status != "ok":
-            selection.failed.append(experiment)
-        if not attempts:
-            selection.not_counted[experiment.status] += 1
-            continue
-        if experiment.status != "ok":
-            selection.latest_not_ok += 1
-        selection.measured.append((experiment, attempts))
-    return selection
+    """Filter, de-duplicate and group `attempts`; split measured from not counted."""
+    attempts = attempts.take(apply_filters(attempts, filters)) if filters else attempts
+    unique, duplicates = without_duplicates(attempts)
+    if duplicates:
+        attempts = attempts.take(unique)
+    size = attempts.size
+    # Experiments numbered by first appearance; attempts ordered by experiment, then time.
+    _, first, inverse = np.unique(experiment_codes(attempts, rules), return_index=True,
+                                  return_inverse=True)
+    rank = np.empty(len(first), dtype=np.intp)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    experiment_of = rank[inverse.reshape(-1)] if size else np.zeros(0, dtype=np.intp)
+    order = np.lexsort((np.arange(size), attempts.recency, experiment_of))
+    starts = _bounds(np.bincount(experiment_of, minlength=len(first)))
+    codes, names = statuses(attempts)
+    ok_name = names.index("ok") if "ok" in names else -1
+    latest = order[starts[1:] - 1]
+    latest_status = codes[latest]
+    latest_ok = latest_status == ok_name
+    if latest_only:
+        counted = np.zeros(size, dtype=bool)
+        counted[latest[latest_ok]] = True
+    else:
+        counted = codes == ok_name
+    counted_in_order = counted[order]
+    per_experiment = np.bincount(experiment_of[order][counted_in_order], minlength=len(first))
+    measured = np.flatnonzero(per_experiment > 0)
+    not_counted: Counter[str] = Counter()
+    for code, count in zip(*np.unique(latest_status[per_experiment == 0], return_counts=True)):
+        not_counted[names[code]] = int(count)
+    return Selection(
+        attempts, rules, order, starts, measured, order[counted_in_order],
+        _bounds(per_experiment[measured]), not_counted,
+        int(np.count_nonzero(~latest_ok[measured])), duplicates,
+        np.flatnonzero(~latest_ok))

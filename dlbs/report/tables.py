@@ -6,6 +6,10 @@ the GPU count in scaling reports and a parameter of the user's choice in a pivot
 
 The numbers follow DLBS, minus its truncation and capping: throughput is the statistics
 engine's (effective batch x 1000 / mean batch time); speedup and efficiency: scaling.py.
+
+A report is built over columns (results/columns.py): its cells are arrays, one entry per
+experiment, so that 100,000 experiments take a fraction of a second; `cells` and `rows()`
+make Python objects of them for pages, charts and tests.
 """
 
 from __future__ import annotations
@@ -18,24 +22,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dlbs.errors import ResultsError
 from dlbs.report import evaluation
 from dlbs.report import keys as keys_module
-from dlbs.report.identity import JsonKey, KeyRules, key_rules, value_of
+from dlbs.report.identity import (
+    KeyRules,
+    column_of,
+    has_value_of,
+    key_rules,
+    numbers_of,
+    per_code,
+)
 from dlbs.report.keys import EXP_ID, display_order, field_name, title
 from dlbs.report.metrics import (
     EFFICIENCY,
     SPEEDUP,
     THROUGHPUT,
     TIME,
+    CellValues,
     Metric,
-    combine,
+    combine_cells,
     metric,
     resolve,
 )
-from dlbs.report.scaling import add_scaling, count, positive, scale_label, scale_of
-from dlbs.report.select import Experiment, Filter, as_text, resolve_key, select
-from dlbs.results.sources import Record
+from dlbs.report.scaling import count, scale_label, scales, scaling_values
+from dlbs.report.select import Experiment, Filter, Selection, as_text, resolve_key, select
+from dlbs.results.columns import Attempts, Record
 from dlbs.results.stats import WARNINGS_KEY
 
 REPORT_TYPES = ("regular", "weak", "strong", "pivot", *evaluation.TYPES)
@@ -76,22 +90,47 @@ class Options:
 
 
 @dataclass
+class Cells:
+    """The cells of a report as arrays, one entry per cell, in the order of experiments.
+
+    Cell c is the c-th measured experiment of `selection`. `row[c]` is the number of its row
+    in display order; `shown[r]` the row-key values of row r; `column[c]` its place on the
+    column axis (None without one).
+    """
+
+    selection: Selection
+    row: np.ndarray
+    shown: list[tuple[Any, ...]]
+    column: list[Any] | None
+    values: dict[str, CellValues]
+    spread: np.ndarray
+    samples: np.ndarray
+
+
 class Cell:
-    """One experiment at one place of the report."""
+    """One experiment at one place of the report (made from the report's arrays)."""
 
-    row: tuple[Any, ...]          # hashable row-key values (grouping)
-    shown: tuple[Any, ...]        # the same values as read (display)
-    column: Any                   # GPU count, pivot column value, or None
-    experiment: Experiment
-    attempts: list[Record]
-    values: dict[str, Any] = field(default_factory=dict)
-    # Largest batch-time std / mean of its attempts, percent; None without results.time_std.
-    spread_pct: float | None = None
+    def __init__(self, cells: Cells, index: int, metric_keys: Sequence[str]) -> None:
+        self._cells = cells
+        self.index = index
+        self.row = cells.row[index]
+        self.shown = cells.shown[self.row]
+        self.column = None if cells.column is None else cells.column[index]
+        self.values = {key: cells.values[key].get(index) for key in metric_keys}
+        spread = float(cells.spread[index])
+        self.spread_pct = None if math.isnan(spread) else spread
+        self.samples = int(cells.samples[index])
 
-    @property
-    def samples(self) -> int:
-        """How many attempts the cell's values combine."""
-        return len(self.attempts)
+    @functools.cached_property
+    def experiment(self) -> Experiment:
+        """The experiment, every attempt of it."""
+        selection = self._cells.selection
+        return selection.experiment(int(selection.measured[self.index]))
+
+    @functools.cached_property
+    def attempts(self) -> list[Record]:
+        """The attempts the cell's values combine, oldest first."""
+        return self._cells.selection.member_records(self.index)
 
 
 @dataclass
@@ -102,7 +141,6 @@ class Report:
     row_keys: list[str] = field(default_factory=list)
     column_key: str | None = None
     metrics: list[Metric] = field(default_factory=list)
-    cells: list[Cell] = field(default_factory=list)
     constants: list[tuple[str, Any]] = field(default_factory=list)
     not_counted: Counter[str] = field(default_factory=Counter)
     incomplete: int = 0
@@ -114,15 +152,28 @@ class Report:
     by_id: bool = False
     stats_warnings: list[str] = field(default_factory=list)
     scale_label: str = "GPUs"
-    # Experiments whose newest attempt is not ok, with their reasons.
-    failures: list[Experiment] = field(default_factory=list)
-    # rows(), computed once for a given number of cells.
-    _rows: tuple[int, list[Any]] | None = field(default=None, repr=False, compare=False)
+    table_cells: Cells | None = field(default=None, repr=False)
+    selection: Selection | None = field(default=None, repr=False)
 
     @property
     def counted(self) -> int:
         """Experiments in the tables."""
-        return len(self.cells)
+        return 0 if self.table_cells is None else len(self.table_cells.samples)
+
+    @functools.cached_property
+    def cells(self) -> list[Cell]:
+        """Every cell, in the order of experiments."""
+        if self.table_cells is None:
+            return []
+        keys = [*self.table_cells.values]
+        return [Cell(self.table_cells, index, keys) for index in range(self.counted)]
+
+    @functools.cached_property
+    def failures(self) -> list[Experiment]:
+        """Experiments whose newest attempt is not ok, with their reasons."""
+        if self.selection is None:
+            return []
+        return [self.selection.experiment(int(number)) for number in self.selection.failed]
 
     @property
     def column_title(self) -> str:
@@ -131,24 +182,24 @@ class Report:
             return self.scale_label
         return title(self.column_key) if self.column_key else ""
 
-    @property
+    @functools.cached_property
     def columns(self) -> list[Any]:
         """The column axis's values, in order."""
-        return sorted({cell.column for cell in self.cells}, key=sort_key)
+        if self.table_cells is None or self.table_cells.column is None:
+            return [None] if self.counted else []
+        values = self.table_cells.column
+        distinct: dict[Any, None] = dict.fromkeys(_hashable(value) for value in values)
+        originals = {_hashable(value): value for value in values}
+        return sorted((originals[key] for key in distinct), key=sort_key)
 
     def rows(self) -> list[tuple[tuple[Any, ...], dict[Any, Cell]]]:
         """Cells by row (row values as read, in display order), each mapping column -> cell."""
-        if self._rows is not None and self._rows[0] == len(self.cells):
-            return self._rows[1]
-        grouped: dict[tuple[Any, ...], dict[Any, Cell]] = {}
-        shown: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        if self.table_cells is None:
+            return []
+        grouped: list[dict[Any, Cell]] = [{} for _ in self.table_cells.shown]
         for cell in self.cells:
-            grouped.setdefault(cell.row, {})[cell.column] = cell
-            shown.setdefault(cell.row, cell.shown)
-        ordered = sorted(grouped, key=lambda row: tuple(sort_key(v) for v in shown[row]))
-        rows = [(shown[row], grouped[row]) for row in ordered]
-        self._rows = (len(self.cells), rows)
-        return rows
+            grouped[cell.row][cell.column] = cell
+        return list(zip(self.table_cells.shown, grouped))
 
     def fields(self) -> list[str]:
         """Names of a record's fields: constant and row keys, the column axis, the values."""
@@ -165,28 +216,64 @@ class Report:
         own = self._own_fields()
         return [(key, value) for key, value in self.constants if field_name(key) not in own]
 
+    def displayed(self) -> np.ndarray:
+        """The cells in display order: by row, then column; one per (row, column)."""
+        cells = self.table_cells
+        if cells is None:
+            return np.zeros(0, dtype=np.intp)
+        if cells.column is None:
+            place = np.zeros(len(cells.row), dtype=np.intp)
+        else:
+            ranks = {_hashable(value): rank for rank, value in enumerate(self.columns)}
+            place = np.array([ranks[_hashable(value)] for value in cells.column],
+                             dtype=np.intp)
+        if not len(place):
+            return place
+        # A later cell at the same place wins, as in `rows()`.
+        reverse = np.arange(len(place))[::-1]
+        _, last = np.unique(np.stack([cells.row[reverse], place[reverse]]), axis=1,
+                            return_index=True)
+        kept = reverse[last]
+        return kept[np.lexsort((place[kept], cells.row[kept]))]
+
+    def table_columns(self) -> list[list[Any]]:
+        """The table of `fields()` as columns (display order; 2-decimal numbers)."""
+        cells = self.table_cells
+        order = self.displayed()
+        size = len(order)
+        columns: list[list[Any]] = [[value] * size for _, value in self._record_constants()]
+        if cells is not None:
+            rows = cells.row[order].tolist()
+            for position in range(len(self.row_keys)):
+                shown = [row_values[position] for row_values in cells.shown]
+                columns.append([shown[row] for row in rows])
+            if self.column_key is not None and cells.column is not None:
+                columns.append([cells.column[index] for index in order.tolist()])
+            for item in self.metrics:
+                columns.append(rounded(cells.values[item.key], order))
+            columns.append(rounded(CellValues(cells.spread), order))
+            columns.append(cells.samples[order].tolist())
+        return columns
+
     def table(self) -> list[list[Any]]:
         """One list per cell, in `fields()` order and display order (2-decimal numbers)."""
-        constants = [value for _, value in self._record_constants()]
-        keys = [item.key for item in self.metrics]
-        out = []
-        for shown, cells in self.rows():
-            for column in sorted(cells, key=sort_key):
-                cell = cells[column]
-                values = cell.values
-                row = [*constants, *shown]
-                if self.column_key is not None:
-                    row.append(column)
-                row.extend(_rounded(values.get(key)) for key in keys)
-                row.append(_rounded(cell.spread_pct))
-                row.append(cell.samples)
-                out.append(row)
-        return out
+        return [list(row) for row in zip(*self.table_columns())]
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per cell (CSV row, JSON object), numbers rounded to 2 decimals."""
         names = self.fields()
-        return [dict(zip(names, row)) for row in self.table()]
+        return [dict(zip(names, row)) for row in zip(*self.table_columns())]
+
+    def cell_values(self, key: str) -> CellValues:
+        """Any value (a results key) of every cell, combined over its attempts as metrics are."""
+        cells = self.table_cells
+        if cells is None:
+            return CellValues(np.zeros(0))
+        if key not in cells.values:
+            selection = cells.selection
+            cells.values[key] = combine_cells(selection.attempts, selection.members,
+                                              selection.member_starts, metric(key))
+        return cells.values[key]
 
     def footnotes(self) -> list[str]:
         """What the tables leave out and how their cells were made."""
@@ -207,74 +294,75 @@ class Report:
         if self.duplicates:
             notes.append(f"{self.duplicates} attempt(s) read twice (a log and a database, or "
                          "two copies) counted once.")
-        if any(cell.samples > 1 for cell in self.cells):
+        cells = self.table_cells
+        if cells is not None and (cells.samples > 1).any():
             notes.append("(n=K): the cell combines K ok attempts of one experiment (the mean "
                          "of their values; the maximum for peaks).")
         if self.by_id:
             notes.append("Some experiments differ in no parameter the report knows; the "
                          "exp.id column tells them apart.")
-        spreads = [cell for cell in self.cells if cell.spread_pct is not None]
-        if spreads:
-            worst = max(spreads, key=lambda cell: cell.spread_pct or 0.0)
-            where = ", ".join(as_text(v) for v in worst.shown[:1])
-            if worst.column is not None and self.column_key == SCALE:
+        if cells is not None and not np.isnan(cells.spread).all():
+            worst = int(np.nanargmax(cells.spread))
+            where = ", ".join(as_text(v) for v in cells.shown[cells.row[worst]][:1])
+            column = None if cells.column is None else cells.column[worst]
+            if column is not None and self.column_key == SCALE:
                 label = self.scale_label
-                if worst.column == 1 and label in ("GPUs", "replicas"):
+                if column == 1 and label in ("GPUs", "replicas"):
                     label = label[:-1]
-                where += f", {worst.column} {label}"
+                where += f", {column} {label}"
             notes.append(
-                f"Batch-time spread (std / mean): at most {worst.spread_pct:.1f}% ({where}); "
+                f"Batch-time spread (std / mean): at most {cells.spread[worst]:.1f}% ({where}); "
                 "differences smaller than the spread are not significant.")
         if self.stats_warnings:
             notes.append(f"{len(self.stats_warnings)} attempt(s) printed summary values that "
                          f"their per-batch times contradict; the first: "
                          f"{self.stats_warnings[0]}")
-        if not self.cells:
+        if not self.counted:
             notes.append("No ok experiments to report.")
         return notes
 
 
-def build_report(records: Sequence[Record], options: Options | str = "regular") -> Report:
-    """Compute the report `options` ask for from attempt records (see the module)."""
+def build_report(source: Attempts | Sequence[Record],
+                 options: Options | str = "regular") -> Report:
+    """Compute the report `options` ask for from attempts (columns, or records)."""
     if isinstance(options, str):
         options = Options(kind=options)
     kind = options.kind
     if kind not in REPORT_TYPES:
         raise ResultsError(
             f"unknown report type {kind!r}; expected one of {', '.join(REPORT_TYPES)}")
+    attempts = source if isinstance(source, Attempts) else Attempts.of_records(source)
     rules = key_rules()
     other_scenarios = 0
     if kind in evaluation.TYPES:
-        records, other_scenarios = evaluation.in_scope(kind, records)
-    selection = select(records, rules, options.filters, options.latest)
+        kept, other_scenarios = evaluation.in_scope(kind, attempts)
+        attempts = attempts.take(kept)
+    selection = select(attempts, rules, options.filters, options.latest)
+    attempts = selection.attempts
     report = Report(kind=kind, not_counted=selection.not_counted,
                     latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates,
-                    failures=selection.failed, other_scenarios=other_scenarios)
-    all_records = [record for _, attempts in selection.measured for record in attempts]
-    report.metrics = _metrics(options, all_records)
-    measured = []
-    for experiment, attempts in selection.measured:
-        if _usable(kind, attempts, report.metrics):
-            measured.append((experiment, attempts))
-        else:
-            report.incomplete += 1
-    if not measured:
+                    other_scenarios=other_scenarios, selection=selection)
+    report.metrics = _metrics(options, attempts, selection.members)
+    usable = _usable(kind, selection, report.metrics)
+    report.incomplete = int(np.count_nonzero(~usable))
+    selection = selection.take(usable)
+    count = len(selection.measured)
+    if not count:
         return report
-    representatives = [attempts[-1] for _, attempts in measured]
-    values_of = _values(representatives, [experiment for experiment, _ in measured])
-    identity = keys_module.identity_keys(representatives, rules)
-    varying = keys_module.varying_keys(representatives, identity)
-    column_key = _column_key(options, representatives)
+    representatives = selection.representatives
+    values_of, shown_values = _values(attempts, representatives)
+    identity = keys_module.identity_keys(attempts, representatives, rules)
+    varying = keys_module.varying_keys(values_of, identity)
+    column_key = _column_key(options, attempts, representatives)
     report.column_key = column_key
     axis = [column_key] if column_key else []
     candidates = [key for key in varying if key != column_key]
-    count = len(measured)
     if options.by is not None or kind == "pivot":
         wanted = list((options.rows if kind == "pivot" else options.by) or [])
-        row_keys = [resolve_key(key, representatives) for key in wanted]
+        row_keys = [resolve_key(key, attempts, representatives) for key in wanted]
         _check_given_keys(count, axis, row_keys, wanted, candidates, rules, values_of)
     else:
-        lead = [key for key in LEAD_KEYS[kind] if any(v is not None for v in values_of(key))]
+        lead = [key for key in LEAD_KEYS[kind] if values_of(key).any()]
         if kind == "regular" and "exp.num_gpus" in varying:
             lead.append("exp.num_gpus")   # the GPU count reads better than the batch it makes
         ordered = keys_module.preference(candidates, rules)
@@ -285,14 +373,13 @@ def build_report(records: Sequence[Record], options: Options | str = "regular") 
         report.by_id = True
     report.row_keys = row_keys
     constant = [key for key in identity if key not in varying and key not in row_keys]
-    report.constants = _constants(representatives[0], constant, rules)
-    _fill_cells(report, measured, values_of)
+    report.constants = _constants(constant, rules, values_of, shown_values)
+    report.table_cells = _cells(report, selection, values_of, shown_values)
     if kind in SCALING:
-        add_scaling(kind, [cells for _, cells in report.rows()])
-        report.scale_label = scale_label({as_text(r.experiment.get("exp.device_type"))
-                                          for r in representatives})
-    report.stats_warnings = [str(warnings[0]) for _, attempts in measured for a in attempts
-                             if (warnings := a.experiment.get(WARNINGS_KEY))]
+        devices = column_of(attempts, "exp.device_type")
+        report.scale_label = scale_label({as_text(devices.values[code]) for code in
+                                          np.unique(devices.codes[representatives]).tolist()})
+    report.stats_warnings = _warnings(attempts, selection.members)
     return report
 
 
@@ -307,7 +394,8 @@ def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: 
     fixed = axis + row_keys
     loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
                                values_of)[len(fixed):]
-    described = ", ".join(f"{key} ({len(set(values_of(key)))} values)" for key in loose)
+    described = ", ".join(f"{key} ({keys_module.distinct(values_of(key))} values)"
+                          for key in loose)
     raise ResultsError(
         f"rows keyed by {', '.join(wanted) or 'nothing'} would combine different experiments: "
         f"{described} also vary",
@@ -315,7 +403,7 @@ def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: 
              "value with --filter KEY=VALUE")
 
 
-def _metrics(options: Options, records: Sequence[Record]) -> list[Metric]:
+def _metrics(options: Options, attempts: Attempts, members: np.ndarray) -> list[Metric]:
     if options.kind == "pivot":
         if options.rows is None or not options.cols or not options.value:
             raise ResultsError("--type pivot needs --rows KEY, --cols KEY and --value "
@@ -324,92 +412,166 @@ def _metrics(options: Options, records: Sequence[Record]) -> list[Metric]:
         if options.columns:
             raise ResultsError("--type pivot shows one value: give it with --value, "
                                "not --columns")
-        return resolve([options.value], records, scaling=False)
+        return resolve([options.value], attempts, members, scaling=False)
     if options.rows or options.cols or options.value:
         raise ResultsError("--rows, --cols and --value belong to --type pivot")
     if options.columns:
-        return resolve(options.columns, records, scaling=options.kind in SCALING)
+        return resolve(options.columns, attempts, members, scaling=options.kind in SCALING)
     return [metric(key) for key in DEFAULT_METRICS[options.kind]]
 
 
-def _usable(kind: str, attempts: Sequence[Record], metrics: Sequence[Metric]) -> bool:
-    latest = attempts[-1].experiment
-    if kind != "pivot" and not latest.get("exp.model"):
-        return False
+def _usable(kind: str, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
+    """Which measured experiments have what their report needs (per measured experiment)."""
+    attempts = selection.attempts
+    latest = selection.representatives
+    usable = np.ones(len(latest), dtype=bool)
+    if kind != "pivot":
+        models = column_of(attempts, "exp.model")
+        usable &= per_code(models, bool, bool)[models.codes[latest]]
     if kind in SCALING:
-        return positive(latest.get(TIME)) and count(latest.get("exp.replica_batch"))
-    return any(value_of(record, item.key) is not None
-               for item in metrics for record in attempts)
+        batches = column_of(attempts, "exp.replica_batch")
+        times = numbers_of(attempts, TIME)[latest]
+        return usable & (times > 0) & (per_code(batches, count, np.int64)[
+            batches.codes[latest]] > 0)
+    if not len(latest):
+        return usable
+    found = np.zeros(len(selection.members), dtype=bool)
+    for item in metrics:
+        if item.key not in (SPEEDUP, EFFICIENCY):
+            found |= has_value_of(attempts, item.key)[selection.members]
+    return usable & (np.add.reduceat(found.astype(np.intp), selection.member_starts[:-1]) > 0)
 
 
-def _column_key(options: Options, records: Sequence[Record]) -> str | None:
+def _column_key(options: Options, attempts: Attempts, rows: np.ndarray) -> str | None:
     if options.kind in SCALING:
         return SCALE
     if options.kind == "pivot":
-        return resolve_key(str(options.cols), records)
+        return resolve_key(str(options.cols), attempts, rows)
     return None
 
 
-def _values(records: Sequence[Record],
-            experiments: Sequence[Experiment]) -> keys_module.ValuesOf:
-    base = keys_module.value_lists(records)
-    scales = [scale_of(record.experiment) for record in records]
-    ids = [experiment.identity[1] if experiment.identity[0] == "id" else
-           f"({index + 1})" for index, experiment in enumerate(experiments)]
+def _values(attempts: Attempts, rows: np.ndarray) -> tuple[keys_module.ValuesOf,
+                                                            keys_module.ValuesOf]:
+    """Codes of a key per experiment, and the values the codes stand for (index: code).
 
-    def values_of(key: str) -> list[Any]:
+    Besides the attempts' keys: SCALE (the GPU count) and EXP_ID (the id, or "(k)" for the
+    k-th experiment without one).
+    """
+    base = keys_module.value_lists(attempts, rows)
+    scale = scales(attempts, rows)
+    ids = column_of(attempts, "exp.id")
+    id_codes = ids.codes[rows].astype(np.int64)
+    empty = ids.find("")
+    missing = (id_codes == 0) if empty is None else (id_codes == 0) | (id_codes == empty)
+    first_own = len(ids.values)
+    id_codes[missing] = first_own + np.arange(int(missing.sum()))
+    own_ids = [f"({index + 1})" for index in np.flatnonzero(missing).tolist()]
+
+    def values_of(key: str) -> np.ndarray:
         if key == SCALE:
-            return scales
+            return scale
         if key == EXP_ID:
-            return ids
+            return id_codes
         return base(key)
-    return values_of
+
+    def shown(key: str) -> Any:
+        if key == SCALE:
+            return _Identity()
+        if key == EXP_ID:
+            return _Ids(ids, own_ids, first_own)
+        return column_of(attempts, key).values
+    return values_of, shown
 
 
-def _fill_cells(report: Report, measured: Sequence[tuple[Experiment, list[Record]]],
-                values_of: keys_module.ValuesOf) -> None:
-    row_values = [values_of(key) for key in report.row_keys]
-    columns = values_of(report.column_key) if report.column_key else None
+class _Identity:
+    """Values that are their own codes (GPU counts)."""
+
+    def __getitem__(self, code: int) -> int:
+        return int(code)
+
+
+class _Ids:
+    """Values of EXP_ID codes: the id as text, or "(k)"."""
+
+    def __init__(self, ids: Any, own: list[str], first_own: int) -> None:
+        self._ids, self._own, self._first_own = ids, own, first_own
+
+    def __getitem__(self, code: int) -> str:
+        if code >= self._first_own:
+            return self._own[code - self._first_own]
+        return str(self._ids.values[code])
+
+
+def _cells(report: Report, selection: Selection, values_of: keys_module.ValuesOf,
+           shown_values: keys_module.ValuesOf) -> Cells:
+    """The cells of the report's experiments (see Cells)."""
+    attempts, members, starts = selection.attempts, selection.members, selection.member_starts
+    count = len(selection.measured)
+    groups, _ = keys_module.partition(count, report.row_keys, values_of)
+    distinct, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    # Rows in display order: by their values (see sort_key), then as first read.
+    first_seen = np.argsort(first, kind="stable")
+    display = first_seen[ordered_by_codes(
+        [values_of(key)[first[first_seen]] for key in report.row_keys],
+        [shown_values(key) for key in report.row_keys], len(first))]
+    row_of_group = np.empty(len(distinct), dtype=np.intp)
+    row_of_group[display] = np.arange(len(distinct))
+    shown_per_key = [shown_values(key) for key in report.row_keys]
+    codes_per_key = [values_of(key) for key in report.row_keys]
+    shown = [tuple(decoded[codes[first[group]]] for decoded, codes in
+                   zip(shown_per_key, codes_per_key)) for group in display.tolist()]
+    column: list[Any] | None = None
+    if report.column_key == SCALE:
+        column = values_of(SCALE).tolist()
+    elif report.column_key is not None:
+        decoded = shown_values(report.column_key)
+        column = [value if not isinstance(value, list | dict) else as_text(value)
+                  for value in (decoded[code] for code in
+                                values_of(report.column_key).tolist())]
     needed = {item.key: item for item in report.metrics}
     if report.kind in SCALING:
         needed.setdefault(TIME, metric(TIME))
         needed.setdefault(THROUGHPUT, metric(THROUGHPUT))
     needed.pop(SPEEDUP, None)
     needed.pop(EFFICIENCY, None)
-    for index, (experiment, attempts) in enumerate(measured):
-        latest = attempts[-1]
-        row = tuple(values[index] for values in row_values)
-        shown = row
-        if any(isinstance(value, JsonKey) for value in row):   # lists and objects
-            shown = tuple(value_of(latest, key) if isinstance(value, JsonKey) else value
-                          for key, value in zip(report.row_keys, row))
-        column = None
-        if columns is not None:
-            column = columns[index]
-            if isinstance(column, JsonKey):
-                column = as_text(value_of(latest, str(report.column_key)))
-        cell = Cell(row=row, shown=shown, column=column, experiment=experiment,
-                    attempts=attempts)
-        cell.values = {key: combine(item, attempts) for key, item in needed.items()}
-        if len(attempts) == 1:
-            cell.spread_pct = _spread(latest)
-        else:
-            known = [spread for record in attempts if (spread := _spread(record)) is not None]
-            cell.spread_pct = max(known) if known else None
-        report.cells.append(cell)
+    values = {key: combine_cells(attempts, members, starts, item)
+              for key, item in needed.items()}
+    row = row_of_group[inverse.reshape(-1)]
+    if report.kind in SCALING:
+        speedup, efficiency = scaling_values(report.kind, row, values_of(SCALE),
+                                             values[TIME].numbers, values[THROUGHPUT].numbers)
+        values[SPEEDUP], values[EFFICIENCY] = CellValues(speedup), CellValues(efficiency)
+    return Cells(selection, row, shown, column, values, _spreads(attempts, members, starts),
+                 np.diff(starts))
 
 
-def _spread(record: Record) -> float | None:
-    std = record.experiment.get("results.time_std")
-    mean = record.experiment.get(TIME)
-    if not positive(mean) or not isinstance(std, int | float) or isinstance(std, bool) or \
-            not math.isfinite(std):
+def _spreads(attempts: Attempts, members: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per cell, the largest batch-time std / mean of its attempts, percent (NaN: none)."""
+    mean = numbers_of(attempts, TIME)[members]
+    std = numbers_of(attempts, "results.time_std")[members]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where((mean > 0) & ~np.isnan(std), 100.0 * std / mean, np.nan)
+    return np.fmax.reduceat(spread, starts[:-1]) if len(starts) > 1 else np.zeros(0)
+
+
+def _warnings(attempts: Attempts, members: np.ndarray) -> list[str]:
+    """The first warning of each measured attempt whose summary values were contradicted."""
+    column = column_of(attempts, WARNINGS_KEY)
+    codes = column.codes[members]
+    if not codes.any():
+        return []
+    first = [_first_warning(value) for value in column.values]
+    return [text for text in (first[code] for code in codes.tolist()) if text is not None]
+
+
+def _first_warning(value: Any) -> str | None:
+    if not value:
         return None
-    return 100.0 * std / mean
+    return str(value[0]) if isinstance(value, list | tuple | str) else str(value)
 
 
-def _constants(record: Record, constant: Sequence[str],
-               rules: KeyRules) -> list[tuple[str, Any]]:
+def _constants(constant: Sequence[str], rules: KeyRules, values_of: keys_module.ValuesOf,
+               shown_values: keys_module.ValuesOf) -> list[tuple[str, Any]]:
     """The constant identity keys worth a mention above the tables.
 
     The usual ones, a user's own parameters, and declared ones set to something else than
@@ -417,7 +579,7 @@ def _constants(record: Record, constant: Sequence[str],
     """
     found = []
     for key in keys_module.display_order(constant):
-        value = value_of(record, key)
+        value = shown_values(key)[values_of(key)[0]]
         if value is None:
             continue
         if key in _SHOWN_CONSTANTS or key not in rules.declared or (
@@ -430,10 +592,48 @@ def _column_field(report: Report) -> str:
     return "gpus" if report.column_key == SCALE else field_name(str(report.column_key))
 
 
+def rounded(values: CellValues, order: np.ndarray) -> list[Any]:
+    """The cells' values (in `order`) with numbers rounded to 2 decimals."""
+    numbers = values.numbers[order].tolist()
+    found: list[Any] = [None if number != number else round(number, 2) for number in numbers]
+    if values.others:
+        for position, cell in enumerate(order.tolist()):
+            if cell in values.others:
+                found[position] = _rounded(values.others[cell])
+    return found
+
+
 def _rounded(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 2) if math.isfinite(value) else None
     return value
+
+
+def _hashable(value: Any) -> Any:
+    return as_text(value) if isinstance(value, list | dict) else (value.__class__, value)
+
+
+def ordered_by_codes(codes: Sequence[np.ndarray], tables: Sequence[Any],
+                     size: int) -> np.ndarray:
+    """Positions 0..size-1 by their values `tables[k][codes[k]]` (sort_key), ties in order."""
+    sort_columns = [np.arange(size)]
+    for key_codes, table in zip(reversed(codes), reversed(tables)):
+        used = np.unique(key_codes)
+        ranks = _ranks([table[code] for code in used.tolist()])
+        sort_columns.append(ranks[np.searchsorted(used, key_codes)])
+    return np.lexsort(sort_columns)
+
+
+def _ranks(values: list[Any]) -> np.ndarray:
+    """Each value's place by sort_key; values with equal sort keys share one."""
+    keys = [sort_key(value) for value in values]
+    ranks = np.empty(len(values), dtype=np.intp)
+    rank, previous = -1, None
+    for index in sorted(range(len(values)), key=keys.__getitem__):
+        if rank < 0 or keys[index] != previous:
+            rank, previous = rank + 1, keys[index]
+        ranks[index] = rank
+    return ranks
 
 
 _DIGITS = re.compile(r"(\d+)")

@@ -2,7 +2,7 @@
 
 protocol.py reads `__key__=json` logs; stats.py computes every batch-time statistic from the
 per-batch times and usage.py the resource monitor's summaries, which summary.py combines;
-store.py keeps attempts in SQLite (schema.py: its layout and migrations; params_delta.py:
+store.py keeps attempts in SQLite (schema.py: its layout, migrations.py: upgrades; view_codes.py:
 parameters as a base and differences); sources.py gathers experiments from logs, folders,
 databases and parse output; output.py writes them out.
 """

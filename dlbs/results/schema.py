@@ -1,33 +1,36 @@
-"""The layout of a results database, its version, and the migrations from older versions.
+"""The layout of a results database and its version; what each attempt row holds.
 
 Version 1: `attempts` (one row per attempt), the `experiments` view, `oom_limits`.
-Version 2 adds to each attempt its summary (summary.py: the statistics engine's values, the
-monitor's summaries, the scalar results) as JSON and as columns, the per-batch times packed
-as a BLOB, and its parameters as a reference to a shared base plus its differences
-(params_delta.py); table `param_bases` holds the bases. docs/results.md documents it.
+Version 2 added to each attempt its summary (summary.py: the statistics engine's values, the
+monitor's summaries, the scalar results) as JSON and as columns, and the per-batch times
+packed as a BLOB. Version 3 keeps what reports read in two small BLOBs at the front of the
+row: `report_row` (the numbers: status, attempt, when, the summary's batch-time statistics)
+and `param_codes` (the attempt's view as integer codes: view_codes.py, tables `param_keys`,
+`param_values`, `param_bases`). docs/results.md documents it; migrations.py upgrades older
+databases.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Mapping
+import math
+import struct
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from dlbs.results import stats
-from dlbs.results.params_delta import BaseChooser
 from dlbs.results.summary import summarize
 from dlbs.util import exact_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
 APPLICATION_ID = 0x646C6273
 
-# Columns version 2 added to `attempts`: the summary (SUMMARY_NAMES, in summary_row's
-# order) and the parameters as a base and differences.
+# The summary's columns (summary_row's order): the whole summary as JSON, the per-batch
+# times, the statistics as numbers, the warnings.
 SUMMARY_NAMES = ["summary", "time_data", "time_count", "time_mean", "time_std",
                  "time_median", "time_p90", "time_p95", "time_p99", "time_min", "time_max",
                  "throughput", "stats_warnings"]
-ADDED_NAMES = [*SUMMARY_NAMES, "param_base", "param_delta"]
 # Which summary key fills each number column (the whole summary is the JSON column).
 SUMMARY_COLUMN_KEYS = {
     "time_count": "results.time_count", "time_mean": "results.time",
@@ -36,14 +39,24 @@ SUMMARY_COLUMN_KEYS = {
     "time_p99": "results.time_p99", "time_min": "results.time_min",
     "time_max": "results.time_max", "throughput": "results.throughput",
 }
-# Version 1's columns, which a migration copies.
-V1_NAMES = ["exp_id", "attempt", "status", "status_msg", "params", "results", "log_path",
-            "environment", "job_id", "started_at", "ended_at"]
-# Small columns first, what reports read next (summary, parameter differences, per-batch
-# times), the raw parameters and results last: SQLite keeps the start of a row on its page
-# and the rest in overflow pages, read only up to the last column a query asks for, so
-# reports and comparisons of 100,000 attempts never read the raw results.
-_ATTEMPTS = """CREATE TABLE {name} (
+# Columns that describe how reports read an attempt, written with its view.
+VIEW_NAMES = ["param_base", "param_codes", "report_row"]
+
+# `report_row`: little-endian float64 values, NaN where there is none. Status: the index in
+# STATUS_CODES, -1 for an attempt that has not ended; recency: when it ended (else started),
+# seconds since the epoch; flags: FLAG_* bits. The summary keys are SUMMARY_COLUMN_KEYS'
+# (finite numbers only).
+STATUS_CODES = ("ok", "failure", "skipped", "interrupted", "timeout", "cancelled")
+REPORT_FIELDS = ("status", "attempt", "recency", "param_base", "flags",
+                 *SUMMARY_COLUMN_KEYS.values())
+FLAG_WARNINGS = 1        # results.stats_warnings is set
+FLAG_ODD_SUMMARY = 2     # a key of REPORT_FIELDS holds something else than a finite number
+_REPORT_ROW = struct.Struct(f"<{len(REPORT_FIELDS)}d")
+
+# Small columns first, then what reports read (report_row, param_codes), the raw parameters
+# and results last: SQLite keeps the start of a row on its page and the rest in overflow
+# pages, read only up to the last column a query asks for.
+ATTEMPTS = """CREATE TABLE {name} (
     exp_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL CHECK (attempt >= 1),
     status      TEXT    CHECK (status IS NULL OR status IN
@@ -64,31 +77,43 @@ _ATTEMPTS = """CREATE TABLE {name} (
     time_max    REAL,
     throughput  REAL,
     param_base  INTEGER,
+    report_row  BLOB,
+    param_codes BLOB,
     stats_warnings TEXT,
     environment TEXT,
     summary     TEXT,
-    param_delta TEXT,
     time_data   BLOB,
     params      TEXT    NOT NULL,
     results     TEXT,
     PRIMARY KEY (exp_id, attempt),
     CHECK ((status IS NULL) = (ended_at IS NULL))
 )"""
-_INDEX = "CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL"
-_VIEW = """CREATE VIEW experiments AS
+INDEX = "CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL"
+VIEW = """CREATE VIEW experiments AS
     SELECT a.* FROM attempts AS a
     WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
-_BASES = """CREATE TABLE param_bases (
+VIEW_TABLES = """CREATE TABLE param_keys (
     id          INTEGER PRIMARY KEY,
-    params      TEXT    NOT NULL
+    key         TEXT    NOT NULL UNIQUE
+);
+CREATE TABLE param_values (
+    key_id      INTEGER NOT NULL,
+    number      INTEGER NOT NULL CHECK (number >= 2),
+    value       TEXT    NOT NULL,
+    PRIMARY KEY (key_id, number),
+    UNIQUE (key_id, value)
+) WITHOUT ROWID;
+CREATE TABLE param_bases (
+    id          INTEGER PRIMARY KEY,
+    codes       BLOB    NOT NULL
 )"""
-# Changing the layout means SCHEMA_VERSION + 1 and a MIGRATIONS entry (the status list is
-# spelled out, not taken from STATUSES, for that reason).
+# Changing the layout means SCHEMA_VERSION + 1 and a migration (migrations.py); the status
+# list is spelled out, not taken from STATUSES, for that reason.
 SCHEMA = f"""
-{_ATTEMPTS.format(name="attempts")};
-{_INDEX};
-{_VIEW};
-{_BASES};
+{ATTEMPTS.format(name="attempts")};
+{INDEX};
+{VIEW};
+{VIEW_TABLES};
 CREATE TABLE oom_limits (
     framework     TEXT    NOT NULL,
     device_type   TEXT    NOT NULL,
@@ -109,63 +134,57 @@ def dumps(value: Any) -> str:
 
 
 def summary_row(params: Mapping[str, Any], results: Mapping[str, Any] | None,
-                started_at: str | None) -> tuple[Any, ...]:
-    """Values of the summary columns (SUMMARY_NAMES' order) of one attempt's results."""
+                started_at: str | None) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
+    """The summary of one attempt's results, and the values of its SUMMARY_NAMES columns."""
     if results is None:
-        return (None,) * len(SUMMARY_NAMES)
+        return None, (None,) * len(SUMMARY_NAMES)
     summary = summarize(params, results, started_at)
     samples = stats.finite_samples(results.get(stats.SAMPLES_KEY))
     numbers = tuple(_number(summary.get(key)) for key in SUMMARY_COLUMN_KEYS.values())
     warnings = summary.get(stats.WARNINGS_KEY)
-    return (dumps(summary), stats.pack_samples(samples), *numbers,
-            dumps(warnings) if warnings else None)
+    return summary, (dumps(summary), stats.pack_samples(samples), *numbers,
+                     dumps(warnings) if warnings else None)
 
 
-def param_columns(conn: sqlite3.Connection, chooser: BaseChooser,
-                  params: Mapping[str, Any]) -> tuple[int, str]:
-    """(param_base, param_delta) of `params`: a remembered base, or a new one stored now."""
-    chosen = chooser.choose(params)
-    if chosen is None:
-        cursor = conn.execute("INSERT INTO param_bases (params) VALUES (?)",
-                              (exact_json.dumps(dict(params)),))
-        base_id = int(cursor.lastrowid or 0)
-        chooser.remember(base_id, params)
-        return base_id, "[{}, []]"
-    base_id, changed, removed = chosen
-    return base_id, exact_json.dumps([changed, removed])
+def report_row(status: str | None, attempt: int, started_at: str, ended_at: str | None,
+               param_base: int, summary: Mapping[str, Any] | None) -> bytes:
+    """The `report_row` BLOB of an attempt (see REPORT_FIELDS)."""
+    summary = summary or {}
+    flags = FLAG_WARNINGS if summary.get(stats.WARNINGS_KEY) else 0
+    numbers = []
+    for key in SUMMARY_COLUMN_KEYS.values():
+        value = summary.get(key)
+        if _finite(value):
+            numbers.append(float(value))
+            continue
+        numbers.append(math.nan)
+        if value is not None and _number(value) is None:
+            flags |= FLAG_ODD_SUMMARY   # text, a bool, a list: read from the JSON summary
+    recency = epoch(ended_at or started_at)
+    return _REPORT_ROW.pack(
+        float(STATUS_CODES.index(status)) if status in STATUS_CODES else -1.0,
+        float(attempt), math.nan if recency is None else recency, float(param_base),
+        float(flags), *numbers)
+
+
+def epoch(text: str | None) -> float | None:
+    """An ISO-8601 time as seconds since the epoch (a time without zone is local time)."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _finite(value: Any) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:   # an integer beyond a float's range
+        return False
 
 
 def _number(value: Any) -> Any:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Version 2: the summary and parameter columns.
-
-    The table is rebuilt in version 2's column order (small columns first); every attempt's
-    summary and parameter base are computed now.
-    """
-    columns = ", ".join(V1_NAMES)
-    conn.execute("DROP VIEW experiments")
-    conn.execute(_ATTEMPTS.format(name="attempts_v2"))
-    conn.execute(f"INSERT INTO attempts_v2 ({columns}) SELECT {columns} FROM attempts "
-                 "ORDER BY rowid")
-    conn.execute("DROP TABLE attempts")
-    conn.execute("ALTER TABLE attempts_v2 RENAME TO attempts")
-    conn.execute(_INDEX)
-    conn.execute(_VIEW)
-    conn.execute(_BASES)
-    chooser = BaseChooser()
-    assignments = ", ".join(f"{name} = ?" for name in ADDED_NAMES)
-    rows = conn.execute("SELECT rowid, params, results, started_at FROM attempts "
-                        "ORDER BY rowid").fetchall()
-    for rowid, params_text, results_text, started_at in rows:
-        params = exact_json.loads(params_text)
-        results = None if results_text is None else exact_json.loads(results_text)
-        conn.execute(f"UPDATE attempts SET {assignments} WHERE rowid = ?",
-                     (*summary_row(params, results, started_at),
-                      *param_columns(conn, chooser, params), rowid))
-
-
-# version N -> function that upgrades a database from N to N + 1 inside a transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}

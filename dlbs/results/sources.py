@@ -2,8 +2,9 @@
 
 Log files, log folders, results databases, and the JSON that `dlbs parse` writes.
 
-Each experiment comes back as a `Record` with the place it came from and a recency (when it
-ended), so that readers can keep the latest result of each `exp.id`.
+Each experiment comes back as a `Record` (columns.py) with the place it came from and a
+recency (when it ended), so that readers can keep the latest result of each `exp.id`;
+reports and comparisons read the same inputs as columns (`load_attempts`).
 
 Two levels of detail. `dlbs parse` reads everything (per-batch times and monitor series
 included). Reports read summaries (summary.py): the parameters, the scalar results and the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,9 +27,13 @@ import orjson
 
 from dlbs.errors import ResultsError
 from dlbs.results import stats
+from dlbs.results.columns import Attempts, Part, Record, RecordsPart
 from dlbs.results.protocol import experiment_from_log, parse_log
+from dlbs.results.schema import epoch
 from dlbs.results.store import ResultsStore, is_sqlite_file
 from dlbs.results.summary import is_summary_value, summarize
+
+__all__ = ["Attempts", "Detail", "Loaded", "Record", "load_attempts", "load_experiments"]
 
 # The file `dlbs parse -o x.json` writes: {"format": ..., "version": ..., "experiments": [...]}
 EXPERIMENTS_FORMAT = "dlbs-experiments"
@@ -36,22 +41,6 @@ EXPERIMENTS_FORMAT_VERSION = 1
 LOG_SUFFIX = ".log"
 # A file named so is a database whatever it holds: refused when it is not one.
 DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-
-
-@dataclass
-class Record:
-    """One attempt of an experiment, where it was read, and when it ended (epoch seconds).
-
-    `environment` is where it ran (host, CPU and GPU models, driver: from a results
-    database; empty for logs). `samples` holds the per-batch times (ms) when they were asked
-    for and exist.
-    """
-
-    experiment: dict[str, Any]
-    source: str
-    recency: float = 0.0
-    environment: dict[str, Any] = field(default_factory=dict)
-    samples: np.ndarray | None = None
 
 
 @dataclass
@@ -109,6 +98,53 @@ FULL = Detail()
 def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = FULL) -> Loaded:
     """Read logs, folders (searched for *.log), results databases and `dlbs parse` JSON."""
     loaded = Loaded()
+    for kind, path in _inputs(paths):
+        if kind == "log":
+            _load_log(path, loaded, detail)
+        elif kind == "database":
+            _load_database(path, loaded, detail)
+        else:
+            _load_json(path, loaded, detail)
+    return loaded
+
+
+def load_attempts(paths: Sequence[str | os.PathLike[str]], *,
+                  latest_only: bool = False) -> Attempts:
+    """What reports and comparisons read: the inputs' attempts as columns (columns.py).
+
+    Logs and parse output are read as summaries with their per-batch times; a database is
+    read column by column (stored_columns.py). `latest_only` keeps only the newest attempt of
+    each experiment of a database (as its `experiments` view does; a log is one attempt).
+    """
+    from dlbs.results.stored_columns import StorePart
+
+    parts: list[Part] = []
+    rows: list[np.ndarray] = []
+    pending = Loaded()
+
+    def flush() -> None:
+        if pending.records:
+            parts.append(RecordsPart(pending.records))
+            rows.append(np.arange(len(pending.records)))
+            pending.records = []
+
+    detail = Detail(summaries=True, samples=True)
+    for kind, path in _inputs(paths):
+        if kind == "log":
+            _load_log(path, pending, detail)
+        elif kind == "json":
+            _load_json(path, pending, detail)
+        else:
+            flush()
+            part = StorePart(path)
+            parts.append(part)
+            rows.append(part.latest_rows() if latest_only else np.arange(part.size))
+    flush()
+    return Attempts(parts, rows)
+
+
+def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]]:
+    """("log" | "database" | "json", path) of each input file; folders give their logs."""
     for raw in paths:
         path = os.fspath(raw)
         if os.path.isdir(path):
@@ -119,25 +155,24 @@ def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = F
                     hint="name log files, folders that hold them, or a results database",
                 )
             for log in logs:
-                _load_log(log, loaded, detail)
+                yield "log", log
         elif os.path.lexists(path) and not _is_regular(path):
             raise ResultsError(f"cannot read {path}: not a regular file",
                                hint="name log files, folders, results databases or JSON files")
         elif os.path.isfile(path):
             if is_sqlite_file(path):
-                _load_database(path, loaded, detail)
+                yield "database", path
             elif path.lower().endswith(DATABASE_SUFFIXES):
                 # What `dlbs run` says of such a file, rather than "no results in a log".
                 raise ResultsError(f"results database {path}: cannot open: file is not a "
                                    "database" + (" (it is empty)" if os.path.getsize(path) == 0
                                                  else ""))
             elif path.endswith(".json"):
-                _load_json(path, loaded, detail)
+                yield "json", path
             else:
-                _load_log(path, loaded, detail)
+                yield "log", path
         else:
             raise ResultsError(f"no such log, folder or results database: {path}")
-    return loaded
 
 
 def with_engine_values(values: dict[str, Any], detail: Detail) -> Record:
@@ -180,7 +215,7 @@ def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
             return
         for stored in store.summaries(latest_only=not detail.all_attempts,
                                       with_samples=detail.samples):
-            recency = _epoch(stored.ended_at or stored.started_at) or 0.0
+            recency = epoch(stored.ended_at or stored.started_at) or 0.0
             loaded.records.append(Record(stored.experiment, path, recency,
                                          stored.environment, stored.samples))
 
@@ -247,15 +282,6 @@ def latest_per_id(records: Iterable[Record]) -> tuple[list[Record], int]:
                 continue
         kept[key] = record
     return list(kept.values()), dropped
-
-
-def _epoch(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 def _ended(experiment: dict[str, Any]) -> float | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,19 +32,19 @@ import orjson
 
 from dlbs.errors import ResultsError
 from dlbs.results import stats
-from dlbs.results.params_delta import BaseChooser, apply
+from dlbs.results.migrations import MIGRATIONS
 from dlbs.results.protocol import STATUSES
 from dlbs.results.schema import (
-    ADDED_NAMES,
     APPLICATION_ID,
-    MIGRATIONS,
     SCHEMA,
     SCHEMA_VERSION,
     SUMMARY_NAMES,
+    VIEW_NAMES,
     dumps,
-    param_columns,
+    report_row,
     summary_row,
 )
+from dlbs.results.view_codes import ViewCoder, view_of
 from dlbs.util import exact_json
 from dlbs.util.gc import no_cyclic_gc
 
@@ -57,9 +57,14 @@ _COLUMNS = (
     "exp_id, attempt, status, status_msg, params, results, log_path, environment, job_id, "
     "started_at, ended_at, summary"
 )
-_INSERT_COLUMNS = ", ".join((*_COLUMNS.split(", ")[:-1], *ADDED_NAMES))
-_INSERT_VALUES = ", ".join("?" * (11 + len(ADDED_NAMES)))
-_SUMMARY_ASSIGNMENTS = ", ".join(f"{name} = ?" for name in SUMMARY_NAMES)
+_INSERTED = (*_COLUMNS.split(", ")[:-1], *SUMMARY_NAMES, *VIEW_NAMES)
+_INSERT_COLUMNS = ", ".join(_INSERTED)
+_INSERT_VALUES = ", ".join("?" * len(_INSERTED))
+_END_ASSIGNMENTS = ", ".join(f"{name} = ?" for name in (*SUMMARY_NAMES, *VIEW_NAMES))
+# The attempts' own columns that the columnar reader reads alone, when a report asks.
+_TEXT_COLUMNS = ("status_msg", "log_path", "started_at", "ended_at", "stats_warnings")
+# Rows asked for by rowid at once (SQLite allows 32766 parameters; fewer keep it quick).
+_ROWID_CHUNK = 500
 
 
 def utc_now() -> str:
@@ -169,6 +174,7 @@ class StoredSummary(NamedTuple):
     samples: np.ndarray | None       # per-batch times, when asked for and present
     started_at: str
     ended_at: str | None
+    rowid: int = 0
 
 
 def _attempt_from_row(row: tuple[Any, ...]) -> Attempt:
@@ -216,14 +222,19 @@ class ResultsStore:
     def __init__(self, path: str | os.PathLike[str], create: bool = True,
                  read_only: bool = False) -> None:
         self.path = os.fspath(path)
-        self._bases = BaseChooser()
+        self._coder = ViewCoder()
         self.read_only = read_only
         if (read_only or not create) and not os.path.isfile(self.path):
             raise ResultsError(f"no results database at {self.path}")
         if read_only:
             self._conn = _connect_read_only(self.path)
             try:
-                self._open_read_only()
+                if self._open_read_only():
+                    # An older schema where the database can be written: migrated once, as
+                    # any writer would, then read as it is now.
+                    self._conn.close()
+                    ResultsStore(self.path, create=False).close()
+                    self._conn = _connect_read_only(self.path)
             except BaseException:
                 self._conn.close()
                 raise
@@ -251,8 +262,11 @@ class ResultsStore:
 
     # -- opening, versions ----------------------------------------------------------------
 
-    def _open_read_only(self) -> None:
-        """A reader's checks: a dlbs database of a schema this dlbs reads, nothing written."""
+    def _open_read_only(self) -> bool:
+        """A reader's checks: a dlbs database of a schema this dlbs reads, nothing written.
+
+        True when the schema is older and the database can be written (to be migrated).
+        """
         with self._errors("open"):
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             application_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
@@ -262,11 +276,15 @@ class ResultsStore:
                 raise ResultsError(f"results database {self.path}: cannot open: it holds no "
                                    "results (an empty database)")
             if version < SCHEMA_VERSION:
+                if os.access(self.path, os.W_OK) and \
+                        os.access(os.path.dirname(os.path.abspath(self.path)), os.W_OK):
+                    return True
                 raise ResultsError(
-                    f"results database {self.path} has schema version {version}; opened "
-                    f"read-only, it cannot be migrated to {SCHEMA_VERSION}",
-                    hint="run `dlbs run` (or any reader) once where the database can be "
-                         "written")
+                    f"results database {self.path} has schema version {version}; where it "
+                    f"cannot be written, it cannot be migrated to {SCHEMA_VERSION}",
+                    hint="copy it where it can be written, or read it with the dlbs that "
+                         "wrote it")
+        return False
 
     def _open(self) -> None:
         with self._errors("open"):
@@ -361,7 +379,7 @@ class ResultsStore:
             yield self._conn
         except BaseException:
             self._conn.execute("ROLLBACK")
-            self._bases.forget()  # a parameter base stored in this transaction is gone
+            self._coder.forget()  # keys, values or bases stored in this transaction are gone
             raise
         self._conn.execute("COMMIT")
 
@@ -426,7 +444,7 @@ class ResultsStore:
         results = dict(results or {})
         with self._write(f"record the end of {exp_id} attempt {attempt}") as conn:
             row = conn.execute(
-                "SELECT params, started_at FROM attempts "
+                "SELECT params, started_at, environment FROM attempts "
                 "WHERE exp_id = ? AND attempt = ? AND ended_at IS NULL", (exp_id, attempt),
             ).fetchone()
             if row is None:
@@ -434,15 +452,20 @@ class ResultsStore:
                     f"results database {self.path}: experiment {exp_id} has no open "
                     f"attempt {attempt} to end"
                 )
-            conn.execute(
-                "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ?, "
-                f"{_SUMMARY_ASSIGNMENTS} WHERE exp_id = ? AND attempt = ?",
-                (status, status_msg, _dumps(results), _timestamp(ended_at),
-                 *summary_row(_loads(row[0]), results, row[1]), exp_id, attempt),
-            )
-            if environment is not None:
+            params, started_at = _loads(row[0]), row[1]
+            if environment is None:
+                environment = _loads(row[2])
+            else:
                 conn.execute("UPDATE attempts SET environment = ? WHERE exp_id = ? AND attempt = ?",
                              (_dumps(dict(environment)), exp_id, attempt))
+            ended = _timestamp(ended_at)
+            conn.execute(
+                "UPDATE attempts SET status = ?, status_msg = ?, results = ?, ended_at = ?, "
+                f"{_END_ASSIGNMENTS} WHERE exp_id = ? AND attempt = ?",
+                (status, status_msg, _dumps(results), ended,
+                 *self._derived(conn, exp_id, attempt, params, status, results, environment,
+                                started_at, ended), exp_id, attempt),
+            )
 
     def record_attempt(
         self,
@@ -495,8 +518,9 @@ class ResultsStore:
                 (exp_id, attempt, status, status_msg, _dumps(dict(params)),
                  None if results is None else _dumps(dict(results)), log_path,
                  _dumps(dict(environment or {})), job_id, started_at, ended_at,
-                 *summary_row(params, None if results is None else dict(results), started_at),
-                 *param_columns(conn, self._bases, params)),
+                 *self._derived(conn, exp_id, attempt, params, status,
+                                None if results is None else dict(results), environment,
+                                started_at, ended_at)),
             )
         except sqlite3.IntegrityError as error:
             raise ResultsError(
@@ -504,6 +528,16 @@ class ResultsStore:
                 f"attempt {attempt}",
                 hint="take the number from next_attempt()",
             ) from error
+
+    def _derived(self, conn: sqlite3.Connection, exp_id: str, attempt: int,
+                 params: Mapping[str, Any], status: str | None,
+                 results: Mapping[str, Any] | None, environment: Mapping[str, Any] | None,
+                 started_at: str, ended_at: str | None) -> tuple[Any, ...]:
+        """Values of the SUMMARY_NAMES and VIEW_NAMES columns, computed from the raw ones."""
+        summary, summary_values = summary_row(params, results, started_at)
+        base, codes = self._coder.columns(conn, view_of(params, summary, environment, exp_id))
+        return (*summary_values, base, codes,
+                report_row(status, attempt, started_at, ended_at, base, summary))
 
     def set_job_id(self, exp_id: str, attempt: int, job_id: str) -> None:
         """Remember the scheduler's job id of an open attempt, to re-attach to it later."""
@@ -562,45 +596,103 @@ class ResultsStore:
             yield attempt.as_experiment()
 
     def summaries(self, latest_only: bool = False, with_samples: bool = False,
-                  ended_only: bool = False) -> list[StoredSummary]:
+                  ended_only: bool = False,
+                  rowids: Sequence[int] | None = None) -> list[StoredSummary]:
         """Attempts as flat experiments from their summaries, without the raw results.
 
-        What reports read, fast: the parameters are rebuilt from their base and
-        differences, the summary gives the results, no number series is parsed. With
-        `with_samples`, the per-batch times come along as a float64 array (None when the
-        attempt has none). In no particular order: callers order attempts by time.
+        The summary gives the results (no number series is parsed); with `with_samples`, the
+        per-batch times come along as a float64 array (None when the attempt has none).
+        `rowids` reads those rows only (what `report_columns` numbered). In no particular
+        order: callers order attempts by time.
         """
         table = "experiments" if latest_only else "attempts"
         blob = "time_data" if with_samples else "NULL"
         where = "WHERE ended_at IS NOT NULL " if ended_only else ""
+        query = (f"SELECT exp_id, attempt, status, status_msg, params, log_path, environment, "
+                 f"started_at, ended_at, summary, {blob}, rowid FROM {table} ")
         with self._errors("read attempts"):
-            bases = {base_id: exact_json.loads(text) for base_id, text in
-                     self._conn.execute("SELECT id, params FROM param_bases")}
-            rows = self._conn.execute(
-                "SELECT exp_id, attempt, status, status_msg, param_base, param_delta, "
-                "CASE WHEN param_base IS NULL THEN params END, log_path, environment, "
-                # No ORDER BY: sorting 100,000 wide rows would cost more than reading them.
-                f"started_at, ended_at, summary, {blob} FROM {table} {where}"
-            ).fetchall()
+            if rowids is None:
+                rows = self._conn.execute(query + where).fetchall()
+            else:
+                rows = []
+                for chunk in _chunks(rowids):
+                    rows.extend(self._conn.execute(
+                        query + f"WHERE rowid IN ({', '.join('?' * len(chunk))})", chunk))
         environments: dict[str | None, dict[str, Any]] = {}
         found = []
         loads = _loads_many
         with no_cyclic_gc():
-            for (exp_id, attempt, status, status_msg, base_id, delta, whole, log_path,
-                 environment_text, started_at, ended_at, summary, blob) in rows:
-                base = bases.get(base_id)
-                if base is not None:
-                    changed, removed = loads(delta)
-                    params = apply(base, changed, removed)
-                else:
-                    params = loads(whole or "{}")
+            for (exp_id, attempt, status, status_msg, params, log_path, environment_text,
+                 started_at, ended_at, summary, blob, rowid) in rows:
                 environment = environments.get(environment_text)
                 if environment is None:
                     environment = environments[environment_text] = _loads(environment_text)
-                experiment = _flatten(params, loads(summary), exp_id, attempt, status,
+                experiment = _flatten(loads(params), loads(summary), exp_id, attempt, status,
                                       status_msg, log_path, started_at, ended_at)
                 found.append(StoredSummary(experiment, environment,
-                                           stats.unpack_samples(blob), started_at, ended_at))
+                                           stats.unpack_samples(blob), started_at, ended_at,
+                                           rowid))
+        return found
+
+    # -- what the columnar reader (stored_columns.py) reads ---------------------------------
+
+    def report_columns(self) -> tuple[list[int], list[bytes], list[bytes]]:
+        """Every attempt's rowid, `report_row` and `param_codes`, in rowid order."""
+        with self._errors("read attempts"):
+            rows = self._conn.execute(
+                "SELECT rowid, report_row, param_codes FROM attempts ORDER BY rowid").fetchall()
+        if not rows:
+            return [], [], []
+        rowids, report_rows, codes = (list(column) for column in zip(*rows))
+        return rowids, report_rows, codes
+
+    def view_keys(self) -> dict[int, str]:
+        """Key id -> key of every key of a view (view_codes.py)."""
+        with self._errors("read parameter keys"):
+            return dict(self._conn.execute("SELECT id, key FROM param_keys"))
+
+    def view_bases(self) -> dict[int, bytes]:
+        """Base id -> its packed codes."""
+        with self._errors("read parameter bases"):
+            return dict(self._conn.execute("SELECT id, codes FROM param_bases"))
+
+    def view_values(self, key_id: int) -> list[tuple[int, str]]:
+        """(value number, canonical JSON) of every stored value of one key."""
+        with self._errors("read parameter values"):
+            return self._conn.execute(
+                "SELECT number, value FROM param_values WHERE key_id = ?", (key_id,)).fetchall()
+
+    def view_value_number(self, key_id: int, text: str) -> int | None:
+        """The number of one stored value of a key (canonical JSON), None when not stored."""
+        with self._errors("read parameter values"):
+            row = self._conn.execute("SELECT number FROM param_values WHERE key_id = ? AND "
+                                     "value = ?", (key_id, text)).fetchone()
+        return None if row is None else int(row[0])
+
+    def text_column(self, name: str) -> list[tuple[int, Any]]:
+        """(rowid, value) of one of the attempts' own columns, for every attempt."""
+        if name not in _TEXT_COLUMNS:
+            raise ValueError(f"not a column to read alone: {name}")
+        with self._errors("read attempts"):
+            return self._conn.execute(f"SELECT rowid, {name} FROM attempts "
+                                      f"WHERE {name} IS NOT NULL").fetchall()
+
+    def summary_texts(self, containing: str) -> list[tuple[int, str]]:
+        """(rowid, summary JSON) of the attempts whose summary holds the text `containing`."""
+        with self._errors("read attempts"):
+            return self._conn.execute(
+                "SELECT rowid, summary FROM attempts WHERE instr(summary, ?) > 0",
+                (containing,)).fetchall()
+
+    def samples_of(self, rowids: Sequence[int]) -> dict[int, np.ndarray | None]:
+        """Per-batch times by rowid (None for an attempt that has none)."""
+        found: dict[int, np.ndarray | None] = {}
+        with self._errors("read attempts"):
+            for chunk in _chunks(rowids):
+                found.update((rowid, stats.unpack_samples(blob)) for rowid, blob in
+                             self._conn.execute(
+                                 "SELECT rowid, time_data FROM attempts WHERE rowid IN "
+                                 f"({', '.join('?' * len(chunk))})", chunk))
         return found
 
     def _select(
@@ -665,6 +757,12 @@ def _check_status(status: str) -> None:
         raise ResultsError(
             f"unknown experiment status {status!r}; expected one of {', '.join(STATUSES)}"
         )
+
+
+def _chunks(items: Sequence[int]) -> Iterator[list[int]]:
+    items = list(items)
+    for start in range(0, len(items), _ROWID_CHUNK):
+        yield items[start:start + _ROWID_CHUNK]
 
 
 def _split_sql(script: str) -> list[str]:

@@ -18,6 +18,7 @@ submission that is accepted beyond it).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,12 +188,19 @@ class SlurmFlights:
             if flight.cancelled_for is None:
                 self.cancel(flight, STOPPED, message.format(job_id=flight.job_id))
 
-    def drain(self, limit: float = 120.0) -> list[tuple[Flight, Outcome]]:
-        """Look until every job in flight ended (or `limit` seconds passed); those that did."""
+    def drain(self, limit: float = 120.0, give_up: threading.Event | None = None
+              ) -> list[tuple[Flight, Outcome]]:
+        """Look until every job in flight ended; the jobs that did.
+
+        Gives up after `limit` seconds, or once `give_up` is set (a second stop signal).
+        """
         deadline = time.monotonic() + limit
         ended: list[tuple[Flight, Outcome]] = []
         while self.flights and time.monotonic() < deadline:
             ended += self.poll()
             if self.flights:
-                time.sleep(self.poll_min)
+                if give_up is None:
+                    time.sleep(self.poll_min)
+                elif give_up.wait(self.poll_min):
+                    break
         return ended

@@ -3,13 +3,18 @@
 While `StopRequest.catching()` is active (the run loop's whole sweep), SIGINT, SIGTERM and
 SIGHUP no longer raise or kill: each sets the request, names the signal, and the run loop
 winds down at its next step (it never blocks longer than a poll interval). Workers see the
-same `event` (a `threading.Event`), which the targets take as their `stop`: a local process
-or a container is stopped as Ctrl-C would stop it, SLURM jobs are cancelled or kept
-(`slurm.on_interrupt`). Code can ask for a stop too (`request("reason")`). Handlers are
-installed only from the main thread and put back as they were when the block ends.
+same `event` (a `StopEvent`), which the targets take as their `stop`: a local process or a
+container is stopped as Ctrl-C would stop it (SIGINT, then SIGKILL after a grace period),
+SLURM jobs are cancelled or kept (`slurm.on_interrupt`). Code can ask for a stop too
+(`request("reason")`). Handlers are installed only from the main thread and put back as
+they were when the block ends.
 
-A second signal while the sweep winds down is counted (`count`) and otherwise changes
-nothing here: what it should do (give up waiting, kill harder) is the caller's decision.
+A second stop signal while the sweep winds down means "stop now" (docs/running.md): it sets
+`event.forced`, and the targets skip what is left of the grace period (SIGKILL at once), the
+run loop stops waiting for cancelled SLURM jobs to end (they stay open, to re-attach to).
+Every attempt is still recorded. The exit status stays the first signal's (`exit_status`):
+128 + its number, as a shell reports a process killed by it (SIGINT 130, SIGTERM 143,
+SIGHUP 129).
 """
 
 from __future__ import annotations
@@ -22,14 +27,30 @@ from typing import Any
 
 #: The signals that stop a sweep, by name (SIGHUP: the terminal went away).
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+#: The exit status of a sweep stopped by code rather than by a signal (as Ctrl-C's).
+STOPPED_STATUS = 130
+
+
+class StopEvent(threading.Event):
+    """Set on the first stop request; `forced` is set too by a second one (stop now)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forced = threading.Event()
+
+
+def forced_event(stop: threading.Event | None) -> threading.Event | None:
+    """The "stop now" event that goes with a stop event, when it has one."""
+    return stop.forced if isinstance(stop, StopEvent) else None
 
 
 class StopRequest:
     """The sweep's stop request: set once, by a signal or by code, read by everyone."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = StopEvent()
         self.reason: str | None = None
+        self.signal: int | None = None
         self.count = 0
 
     @property
@@ -37,11 +58,24 @@ class StopRequest:
         """Whether a stop was asked for."""
         return self.event.is_set()
 
-    def request(self, reason: str) -> None:
-        """Ask for a stop; the first reason is kept."""
+    @property
+    def forced(self) -> bool:
+        """Whether a second stop was asked for: stop without waiting for graceful ends."""
+        return self.event.forced.is_set()
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the first stop signal's number (130 when code asked for the stop)."""
+        return 128 + self.signal if self.signal else STOPPED_STATUS
+
+    def request(self, reason: str, signum: int | None = None) -> None:
+        """Ask for a stop; the first reason (and signal) is kept, a second request forces."""
         self.count += 1
         if self.reason is None:
             self.reason = reason
+            self.signal = signum
+        if self.count > 1:
+            self.event.forced.set()
         self.event.set()
 
     def wait(self, timeout: float) -> bool:
@@ -49,7 +83,8 @@ class StopRequest:
         return self.event.wait(timeout)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.request(signal.Signals(signum).name)
+        # Only sets events: printing here could re-enter a write the main thread is in.
+        self.request(signal.Signals(signum).name, signum)
 
     @contextlib.contextmanager
     def catching(self) -> Iterator[StopRequest]:

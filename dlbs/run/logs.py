@@ -1,26 +1,117 @@
-"""Experiment logs: where each attempt writes, and the header that starts it."""
+"""Experiment logs: where each attempt writes, and the header that starts it.
+
+A log is only ever a regular file that dlbs created for the attempt: it is created with
+O_CREAT|O_EXCL|O_NOFOLLOW, so nothing that is already in its place (a file of an earlier
+attempt, a symbolic link, a device, a FIFO) is ever written through or over; each attempt
+takes the next free name instead. Reopened to append, it is opened with O_NOFOLLOW and must
+still be a regular file.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from dlbs import __version__
 from dlbs.results.protocol import protocol_line
 
+#: How many taken names `create_log` passes over before it gives up.
+MAX_NAMES = 10_000
+
 
 def attempt_log_path(log_file: str, attempt: int) -> str:
     """Attempt 1 writes `exp.log_file`; a retry writes beside it, never over anything."""
+    return next(_candidates(log_file, attempt))
+
+
+def _candidates(log_file: str, attempt: int) -> Iterator[str]:
+    """The free names for an attempt's log, best first (each free when it was looked at)."""
     root, ext = os.path.splitext(log_file)
-    candidate = log_file if attempt == 1 else f"{root}.attempt{attempt}{ext or '.log'}"
+    candidate = log_file
     number = attempt
-    while os.path.exists(candidate):
-        # A log the results store does not know (a store deleted or moved): keep it too.
+    while True:
+        if attempt > 1 or number > 1:
+            candidate = f"{root}.attempt{number}{ext or '.log'}"
+        # A log the results store does not know (a store deleted or moved), a link: kept,
+        # and passed over.
+        if not os.path.lexists(candidate):
+            yield candidate
         number += 1
-        candidate = f"{root}.attempt{number}{ext or '.log'}"
-    return candidate
+
+
+def log_place_problem(log_file: str) -> str | None:
+    """Why `exp.log_file` cannot be a log, or None: what is in its place is no regular file.
+
+    Nothing at all, or a regular file (an earlier attempt's: this one goes beside it), is
+    fine. A symbolic link, a device (`/dev/null`), a FIFO, a socket or a folder is refused
+    before anything runs, so that no log is written through it nor beside it.
+    """
+    try:
+        found = os.lstat(log_file)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        blocker = _file_above(log_file)
+        return f"is under {blocker}, which is not a folder" if blocker else \
+            "is under a file, not a folder"
+    except OSError as error:
+        return f"cannot be a log: {error.strerror or error}"
+    if stat.S_ISREG(found.st_mode):
+        return None
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    kind = next((name for test, name in kinds if test(found.st_mode)), "not a regular file")
+    return f"is {kind}, not a regular file"
+
+
+def _file_above(path: str) -> str | None:
+    """The first folder of `path`, from the top, that exists and is no folder."""
+    parts = os.path.normpath(path).split(os.sep)
+    for end in range(1, len(parts)):
+        above = os.sep.join(parts[:end]) or os.sep
+        if os.path.lexists(above) and not os.path.isdir(above):
+            return above
+    return None
+
+
+def create_log(log_file: str, attempt: int) -> tuple[str, BinaryIO]:
+    """Create the attempt's log (its folder too): (its path, the file open for writing).
+
+    Raises OSError when it cannot be created (a full disk, a name too long, a file where a
+    folder should be).
+    """
+    problem = log_place_problem(log_file)
+    if problem:
+        raise OSError(f"it {problem}")
+    folder = os.path.dirname(log_file)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    error: OSError | None = None
+    for _, candidate in zip(range(MAX_NAMES), _candidates(log_file, attempt)):
+        try:
+            fd = os.open(candidate, flags, 0o644)
+        except FileExistsError as taken:  # appeared meanwhile (or a dangling link): next
+            error = taken
+            continue
+        return candidate, os.fdopen(fd, "wb")
+    raise error or FileExistsError(f"no free log name beside {log_file}")
+
+
+def append_to_log(log_path: str) -> BinaryIO:
+    """Reopen an attempt's log to append to it: never through a link, only a regular file."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{log_path} is no longer a regular file")
+        return os.fdopen(fd, "ab")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_header(log: BinaryIO, experiment: Mapping[str, Any], attempt: int) -> None:

@@ -1,18 +1,23 @@
 """The run loop: every experiment of a plan, where its parameters say, with resume.
 
-Order of work: take the run lock of each log folder; finish what an earlier `dlbs run`
-left (re-attach to SLURM jobs still queued or running, mark attempts that were cut off as
-interrupted); decide what to run; check every target before anything starts (pre-flight);
-then start experiments in plan order as room allows, recording each attempt's start before
-it runs and its end after, so that a crash of dlbs itself loses nothing and repeats nothing
-that ended:
+Order of work: take the run lock of each log folder and of each results database; finish
+what an earlier `dlbs run` left (re-attach to SLURM jobs still queued or running, stop the
+processes and containers that a run killed with `kill -9` left running, mark attempts that
+were cut off as interrupted); decide what to run; check every target and every log's place
+before anything starts (pre-flight), and warn of containers that get the host; then start
+experiments in plan order as room allows, recording each attempt's start (with its mark,
+`dlbs.run.marks`) before it runs and its end after, so that a crash of dlbs itself loses
+nothing, repeats nothing that ended, and leaves nothing running for long:
 - local and Docker experiments run in worker threads (`dlbs.run.pool`), `runtime.max_parallel`
   at once on disjoint GPUs (one at a time by default);
 - SLURM experiments are submitted `slurm.max_in_flight` at a time (0: all), as job arrays
   where their requests agree, and followed together (`dlbs.run.flight`).
 This thread alone touches the results stores. Ctrl-C, SIGTERM and SIGHUP all become one stop
 request (`dlbs.run.interrupts`): running processes and containers are stopped, SLURM jobs
-are cancelled or left to re-attach (`slurm.on_interrupt`), and the sweep ends with 130.
+are cancelled or left to re-attach (`slurm.on_interrupt`), and the sweep ends with 128 + the
+signal's number (130, 143, 129); a second signal stops without waiting for graceful ends.
+An attempt whose log cannot be created or written (a full disk, a name too long, a file in
+the way) is recorded as a failure with the reason, and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -27,15 +32,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from dlbs.errors import ConfigError, LaunchError
+from dlbs.errors import ConfigError, LaunchError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
+from dlbs.recipes.host_access import HostAccessWatch, host_access
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
-from dlbs.run import policy
+from dlbs.run import marks, policy
 from dlbs.run.environment import collect_environment
 from dlbs.run.flight import Flight, SlurmFlights
-from dlbs.run.interrupts import StopRequest
+from dlbs.run.interrupts import STOPPED_STATUS, StopRequest
 from dlbs.run.job_results import (
     absorb_node_files,
     job_environment,
@@ -44,8 +50,8 @@ from dlbs.run.job_results import (
 )
 from dlbs.run.judge import Verdict, judge
 from dlbs.run.lock import RunLock
-from dlbs.run.logs import attempt_log_path, write_header
-from dlbs.run.outcome import CANCELLED, Outcome
+from dlbs.run.logs import append_to_log, create_log, log_place_problem, write_header
+from dlbs.run.outcome import CANCELLED, INTERRUPTED, Outcome
 from dlbs.run.pool import ProcessPool
 from dlbs.run.targets.base import ProcessTarget, SchedulerTarget, Target, get_target
 from dlbs.run.targets.slurm import MAX_ARRAY, SlurmTarget, SubmitLimit, job_name
@@ -73,6 +79,9 @@ class Summary:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[tuple[Experiment, str, str | None, str | None]] = field(default_factory=list)
     interrupted: bool = False
+    #: What stopped the sweep (SIGINT, SIGTERM, SIGHUP), and the exit status that says so.
+    stopped_by: str | None = None
+    stop_status: int = STOPPED_STATUS
     #: SLURM jobs left queued or running for a later `dlbs run` (slurm.on_interrupt: keep).
     kept_jobs: int = 0
 
@@ -82,7 +91,7 @@ class Summary:
     @property
     def exit_status(self) -> int:
         if self.interrupted:
-            return 130
+            return self.stop_status
         return 1 if any(self.counts.get(s) for s in FAILED) else 0
 
 
@@ -104,6 +113,8 @@ class _Attempt:
     begin: float
     #: When the attempt started, seconds since the epoch (the monitors' clocks count from it).
     started_epoch: float = 0.0
+    #: What a later run needs to stop it if dlbs dies (local and container attempts).
+    mark: dict[str, Any] | None = None
 
 
 @dataclass
@@ -177,6 +188,10 @@ class Sweep:
         with contextlib.ExitStack() as stack:
             for log_dir in sorted({_log_dir(e) for e in self.experiments}):
                 stack.enter_context(RunLock(log_dir))
+            # A database shared by runs with other log folders: each would close the other's
+            # live attempts as cut off.
+            for database in sorted({self._store_path(e) for e in self.experiments}):
+                stack.enter_context(RunLock.of_database(database))
             stack.callback(self._close)
             stack.enter_context(self.stop.catching())
             reattached = self._resume()
@@ -186,6 +201,8 @@ class Sweep:
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
             self._preflight(list(jobs.values()))
+            self._warn_of_host_access([jobs[id(e)] for e, d in decisions
+                                       if d.action == policy.RUN])
             planned_ids = {e["exp.id"] for e in self.experiments}
             self.reporter.planned(len(decisions) + sum(
                 1 for a, _ in reattached if a.job.experiment.get("exp.id") not in planned_ids))
@@ -268,7 +285,7 @@ class Sweep:
     def _drive(self, pending: deque[tuple[Experiment, _Job]],
                reattached: list[tuple[_Attempt, str]]) -> None:
         """Start experiments as room allows and finish each as it ends, until all are done."""
-        pool = ProcessPool(self.settings.max_parallel)
+        pool = ProcessPool(self.settings.max_parallel, on_report=self._record_mark)
         flights = self._flights_for(pending, reattached)
         for attempt, job_id in reattached:
             assert flights is not None
@@ -348,35 +365,71 @@ class Sweep:
             self._record_skipped(experiment, decision.reason)
             return None
         number = store.next_attempt(exp_id)
-        log_path = attempt_log_path(str(experiment["exp.log_file"]), number)
-        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
-        with open(log_path, "wb") as log:
-            write_header(log, experiment, number)
+        log_path: str | None = None
+        try:
+            log_path, log = create_log(str(experiment["exp.log_file"]), number)
+            with log:
+                write_header(log, experiment, number)
+        except OSError as error:
+            self._record_unstarted(job, store, number, log_path, error)
+            return None
+        # Recorded before it starts: whatever it starts carries the mark's token.
+        mark = marks.new_mark(job.target.name) if isinstance(job.target, ProcessTarget) \
+            else None
         store.record_start(exp_id, number, experiment, log_path=log_path,
-                           environment=self._env())
+                           environment=self._env(), job_id=marks.encode(mark) if mark else None)
         self.reporter.started(experiment, log_path)
-        return _Attempt(job, store, number, log_path, time.monotonic(), time.time())
+        return _Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark)
+
+    def _record_unstarted(self, job: _Job, store: ResultsStore, number: int,
+                          log_path: str | None, error: OSError) -> None:
+        """An attempt whose log could not be created or written: a failure, with the reason."""
+        experiment = job.experiment
+        where = log_path or str(experiment["exp.log_file"])
+        reason = f"could not start: cannot write its log {where}: {error.strerror or error}"
+        store.record_attempt(experiment["exp.id"], number, experiment, "failure",
+                             status_msg=reason, log_path=log_path, environment=self._env())
+        self.summary.add("failure")
+        self.summary.failures.append((experiment, "failure", reason, log_path))
+        self.reporter.finished(experiment, "failure", reason, log_path, 0.0)
 
     def _work(self, attempt: _Attempt) -> Any:
         """The worker's part of a local or Docker attempt: run it, with the monitor."""
         job = attempt.job
         stop = self.stop.event
 
-        def work() -> tuple[Outcome, dict[str, Any], list[str]]:
+        def work(report: Any) -> tuple[Outcome, dict[str, Any], list[str]]:
             monitor = _monitor(job)
             target = job.target
             assert isinstance(target, ProcessTarget)
+
+            def started(pid: int) -> None:
+                if monitor is not None:
+                    monitor.start(pid)
+                if attempt.mark is not None:  # the loop's thread records it
+                    report(marks.with_process(attempt.mark, pid))
+
             try:
-                with open(attempt.log_path, "ab") as log:
-                    outcome = target.run(job.invocation, log, _timeout(job),
-                                         on_start=monitor.start if monitor else None, stop=stop)
+                with append_to_log(attempt.log_path) as log:
+                    outcome = target.run(job.invocation, log, _timeout(job), on_start=started,
+                                         stop=stop,
+                                         token=attempt.mark["token"] if attempt.mark else None)
             except LaunchError as error:
                 outcome = Outcome("failure", f"could not start: {error.message}")
+            except OSError as error:
+                outcome = Outcome("failure", f"could not start: cannot write its log "
+                                             f"{attempt.log_path}: {error.strerror or error}")
             finally:
                 usage = monitor.stop() if monitor else {}
             return outcome, usage, list(monitor.warnings) if monitor else []
 
         return work
+
+    def _record_mark(self, attempt: _Attempt, mark: dict[str, Any]) -> None:
+        """A started benchmark's process tree root joins its attempt's mark."""
+        attempt.mark = mark
+        attempt.store.set_job_id(attempt.job.experiment["exp.id"], attempt.number,
+                                 marks.encode(mark))
 
     def _submit(self, attempts: list[_Attempt], flights: SlurmFlights) -> list[_Attempt]:
         """Submit opened attempts, arrays where requests agree; those sbatch refused for a limit."""
@@ -445,7 +498,7 @@ class Sweep:
             wait = min(wait, flights.retry_in())
         finished = pool.finished(timeout=wait if pool.running else 0)
         for attempt, (outcome, usage, warnings) in finished:
-            self._finish(attempt, outcome, usage, warnings)
+            self._finish(attempt, self._stopped(outcome), usage, warnings)
         if flights is not None and flights.active:
             for flight, outcome in flights.poll():
                 self._finish_flight(flight, outcome, flights)
@@ -497,9 +550,13 @@ class Sweep:
         requested = self.stop.requested
         self.stop.event.set()  # the workers stop their processes and containers
         reason = self.stop.reason or "an error of dlbs"
+        noted = False
         while pool.running:
-            for attempt, (outcome, usage, warnings) in pool.finished(timeout=1.0):
-                self._finish(attempt, outcome, usage, warnings)
+            if self.stop.forced and not noted:
+                noted = True
+                self.reporter.note("a second stop signal: stopping without waiting")
+            for attempt, (outcome, usage, warnings) in pool.finished(timeout=0.2):
+                self._finish(attempt, self._stopped(outcome), usage, warnings)
         if flights is not None and flights.active:
             if self.settings.on_interrupt == "keep" or not requested:
                 self.summary.kept_jobs = flights.active
@@ -508,13 +565,21 @@ class Sweep:
                                    "to them")
             else:
                 flights.cancel_all(f"interrupted ({reason}); SLURM job {{job_id}} cancelled")
-                for flight, outcome in flights.drain():
+                for flight, outcome in flights.drain(give_up=self.stop.event.forced):
                     self._finish_flight(flight, outcome, flights)
                 if flights.active:
                     self.reporter.note(f"{flights.active} cancelled SLURM job(s) did not end "
                                        "in time; the next dlbs run re-attaches to them")
         if requested:
             self.summary.interrupted = True
+            self.summary.stopped_by = self.stop.reason
+            self.summary.stop_status = self.stop.exit_status
+
+    def _stopped(self, outcome: Outcome) -> Outcome:
+        """A process or container stopped by the stop request: say what asked for it."""
+        if outcome.status == INTERRUPTED and self.stop.reason:
+            outcome.message = f"interrupted: dlbs run got {self.stop.reason}"
+        return outcome
 
     # -- ending an attempt -------------------------------------------------------------------
     def _finish(self, attempt: _Attempt, outcome: Outcome, usage: Mapping[str, Any] | None = None,
@@ -569,7 +634,9 @@ class Sweep:
     def _resume(self) -> list[tuple[_Attempt, str]]:
         """Settle what an earlier run left open: jobs to re-attach, cut-off attempts.
 
-        Returns the SLURM jobs to follow (attempt, job id); nothing here waits for a job.
+        What a run that died left running on this host (its attempts' marks) is stopped
+        first. Returns the SLURM jobs to follow (attempt, job id); nothing here waits for a
+        job.
         """
         by_id = {e["exp.id"]: e for e in self.experiments}
         reattached: list[tuple[_Attempt, str]] = []
@@ -577,6 +644,9 @@ class Sweep:
             for stored in store.pending_jobs():
                 experiment = by_id.get(stored.exp_id, stored.params)
                 job_id = str(stored.job_id)
+                if marks.is_mark(job_id):
+                    self._stop_leftovers(stored, store)
+                    continue
                 if job_id.startswith(PENDING_PREFIX):
                     job_id = self._find_lost_submission(stored, experiment, store)
                     if not job_id:
@@ -594,6 +664,27 @@ class Sweep:
                 store.record_end(stored.exp_id, stored.attempt, "interrupted",
                                  status_msg="dlbs stopped before this attempt ended")
         return reattached
+
+    def _stop_leftovers(self, stored: Any, store: ResultsStore) -> None:
+        """Stop what an attempt of a run that died left running; close it as interrupted."""
+        mark = marks.decode(str(stored.job_id))
+        what = f"experiment {stored.exp_id}, attempt {stored.attempt}"
+        stopped: list[str] = []
+        if mark is not None:
+            try:
+                target = self._target(str(mark["target"]))
+                if isinstance(target, ProcessTarget):
+                    stopped = target.stop_leftovers(_reattach_invocation(stored.params), mark)
+            except LaunchError as error:
+                self.reporter.note(f"cannot stop what {what} may have left running: "
+                                   f"{error.message}")
+        message = "dlbs stopped before this attempt ended"
+        if stopped:
+            listed = ", ".join(stopped)
+            self.reporter.note(f"stopped {listed}, left running by a dlbs run that died "
+                               f"({what})")
+            message += f"; the next dlbs run stopped what it left running: {listed}"
+        store.record_end(stored.exp_id, stored.attempt, "interrupted", status_msg=message)
 
     def _find_lost_submission(self, stored: Any, experiment: Experiment,
                               store: ResultsStore) -> str:
@@ -641,9 +732,29 @@ class Sweep:
     def _preflight(self, jobs: list[_Job]) -> None:
         by_target: dict[str, list[Invocation]] = {}
         for job in jobs:
+            log_file = str(job.experiment["exp.log_file"])
+            problem = log_place_problem(log_file)
+            if problem:
+                raise ResultsError(
+                    f"exp.log_file {log_file} of experiment {job.experiment['exp.id']} "
+                    f"{problem}", hint="a log is only ever a regular file that dlbs creates: "
+                                       "point exp.log_file where nothing is, or at a file")
             by_target.setdefault(job.target.name, []).append(job.invocation)
         for name, invocations in by_target.items():
             self._targets[name].preflight(invocations)
+
+    def _warn_of_host_access(self, jobs: list[_Job]) -> None:
+        """One warning per container flag that gives the container the host (see host_access).
+
+        The same texts as `dlbs plan` and `dlbs validate` give, from the very requests the
+        run makes: with `--plan`, this is the first time anyone looks at them.
+        """
+        watch = HostAccessWatch()
+        for job in jobs:
+            if job.invocation.container is not None:
+                watch.counts.update(host_access(job.invocation.container.args))
+        for warning in watch.warnings():
+            self.reporter.note(f"warning: {warning}")
 
     # -- shared state ------------------------------------------------------------------
     def _target(self, name: str) -> Target:
@@ -665,8 +776,7 @@ class Sweep:
     def _store(self, experiment: Mapping[str, Any]) -> ResultsStore:
         path = self._store_path(experiment)
         if path not in self._stores:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            self._stores[path] = ResultsStore(path)
+            self._stores[path] = ResultsStore(path)  # creates its folder, or says why not
         return self._stores[path]
 
     def _oom_limit(self, experiment: Mapping[str, Any]) -> int | None:

@@ -6,6 +6,9 @@ books: the results store is used from it alone). An experiment may start when fe
 runs alone, whatever `max_parallel` says, since experiments on one CPU disturb each other.
 `blocked()` reserves the GPUs of an experiment that had to wait, so that later experiments
 of the plan never overtake it for good.
+
+A worker may report on the way (`report(value)`, given to its work): the reports reach
+`on_report(key, value)` in the loop's thread, in order, before the work's result.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+#: What a worker puts in the queue: its result, an exception (a bug), or a report on the way.
+_RESULT, _ERROR, _REPORT = "result", "error", "report"
 
 
 @dataclass
@@ -29,11 +35,12 @@ class ProcessPool:
     """Worker threads for process targets; see the module doc."""
 
     max_parallel: int = 1
+    #: Called in the loop's thread with (key, value) for each report of a worker.
+    on_report: Callable[[Any, Any], None] | None = None
     _running: dict[int, _Running] = field(default_factory=dict)
     _reserved: set[str] = field(default_factory=set)
     _exclusive_waiting: bool = False
-    _done: queue.Queue[tuple[int, Any, BaseException | None]] = field(
-        default_factory=queue.Queue)
+    _done: queue.Queue[tuple[int, str, Any]] = field(default_factory=queue.Queue)
     _next: int = 0
 
     @property
@@ -70,16 +77,20 @@ class ProcessPool:
         else:
             self._exclusive_waiting = True
 
-    def start(self, key: Any, gpus: Iterable[str], work: Callable[[], Any]) -> None:
-        """Run `work()` in a worker thread; its result comes back from `finished()`."""
+    def start(self, key: Any, gpus: Iterable[str],
+              work: Callable[[Callable[[Any], None]], Any]) -> None:
+        """Run `work(report)` in a worker thread; its result comes back from `finished()`."""
         number = self._next
         self._next += 1
 
+        def report(value: Any) -> None:
+            self._done.put((number, _REPORT, value))
+
         def run() -> None:
             try:
-                self._done.put((number, work(), None))
+                self._done.put((number, _RESULT, work(report)))
             except BaseException as error:  # noqa: BLE001 - handed to the loop's thread
-                self._done.put((number, None, error))
+                self._done.put((number, _ERROR, error))
 
         thread = threading.Thread(target=run, name=f"dlbs-experiment-{number}", daemon=True)
         self._running[number] = _Running(key, frozenset(gpus), thread)
@@ -88,6 +99,7 @@ class ProcessPool:
     def finished(self, timeout: float) -> list[tuple[Any, Any]]:
         """(key, result) of the experiments that ended, waiting up to `timeout` for one.
 
+        Reports that came meanwhile go to `on_report` first (a report alone ends the wait).
         An exception raised by a worker (a bug) is raised here, in the loop's thread.
         """
         results = []
@@ -96,12 +108,16 @@ class ProcessPool:
         except queue.Empty:
             return results
         while True:
-            number, value, error = item
-            running = self._running.pop(number)
-            running.thread.join()
-            if error is not None:
-                raise error
-            results.append((running.key, value))
+            number, kind, value = item
+            if kind == _REPORT:
+                if self.on_report is not None:
+                    self.on_report(self._running[number].key, value)
+            else:
+                running = self._running.pop(number)
+                running.thread.join()
+                if kind == _ERROR:
+                    raise value
+                results.append((running.key, value))
             try:
                 item = self._done.get_nowait()
             except queue.Empty:

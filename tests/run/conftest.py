@@ -27,3 +27,33 @@ def attempts(db: Path) -> list[tuple]:
 
 # The real services: shared with the target tests (they fail, never skip, when down).
 from tests.targets.conftest import docker_client, slurm_cluster, test_image  # noqa: E402,F401
+
+
+def gated(release: Path) -> list[str]:
+    """A `runtime.launcher` that holds the benchmark back until `release` exists.
+
+    The attempt is open meanwhile (recorded started, its log begun): a state a test can wait
+    for and act in, instead of sleeping and hoping.
+    """
+    script = f'while [ ! -e "{release}" ]; do sleep 0.05; done; exec "$@"'
+    return ["-P", f"runtime.launcher=sh -c '{script}' gate"]
+
+
+def wait_until(condition, what: str, limit: float = 120) -> None:
+    """Poll `condition()` until true; fail naming `what` after `limit` seconds."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def open_attempts(db: Path) -> int:
+    """Attempts recorded started and not ended (0 while there is no database)."""
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT COUNT(*) FROM attempts WHERE ended_at IS NULL"
+                                ).fetchone()[0]
+    except sqlite3.Error:
+        return 0

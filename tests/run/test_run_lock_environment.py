@@ -117,3 +117,67 @@ def test_hanging_nvidia_smi_times_out(tmp_path: Path, monkeypatch: pytest.Monkey
     environment = collect_environment(nvidia_smi_timeout=0.5)
     assert time.monotonic() - began < 10
     assert "gpus" not in environment and environment["python"]
+
+
+# -- the lock file is only ever a regular file of its own (issue 14, defect 19) -----------
+
+def _victim(tmp_path: Path) -> Path:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    return victim
+
+
+def test_a_symlink_in_the_locks_place_is_refused_and_its_target_untouched(tmp_path):
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    victim = _victim(tmp_path)
+    (log_dir / LOCK_FILE_NAME).symlink_to(victim)
+    with pytest.raises(ResultsError, match="a symbolic link is in its place") as error:
+        RunLock(log_dir).acquire()
+    assert error.value.hint and "only ever a regular file" in error.value.hint
+    assert victim.read_text() == "precious\n"
+    dangling = tmp_path / "other"
+    dangling.mkdir()
+    (dangling / LOCK_FILE_NAME).symlink_to(tmp_path / "created-through-the-link")
+    with pytest.raises(ResultsError, match="symbolic link"):
+        RunLock(dangling).acquire()
+    assert not (tmp_path / "created-through-the-link").exists()
+
+
+def test_a_hard_link_in_the_locks_place_is_refused_and_left_as_it_was(tmp_path):
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    victim = _victim(tmp_path)
+    os.link(victim, log_dir / LOCK_FILE_NAME)
+    with pytest.raises(ResultsError, match="a file with other hard links is in its place"):
+        RunLock(log_dir).acquire()
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_fifo_or_a_folder_in_the_locks_place_is_one_clear_error(tmp_path, kind):
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    if kind == "fifo":
+        os.mkfifo(log_dir / LOCK_FILE_NAME)
+    else:
+        (log_dir / LOCK_FILE_NAME).mkdir()
+    with pytest.raises(ResultsError, match=f"a {'FIFO' if kind == 'fifo' else 'folder'} is "
+                                           "in its place"):
+        RunLock(log_dir).acquire()
+
+
+# -- the database is locked too (issue 14, defect 3) ---------------------------------------
+
+def test_a_database_lock_refuses_a_second_holder_naming_the_database(tmp_path):
+    database = tmp_path / "shared" / "results.db"
+    with RunLock.of_database(database) as first:
+        assert first.held and first.path == str(tmp_path / "shared" / ".results.db.dlbs-run.lock")
+        with pytest.raises(ResultsError) as error:
+            RunLock.of_database(database).acquire()
+        assert str(error.value) == (f"another dlbs run is using results database {database} "
+                                    f"(pid {os.getpid()})")
+        assert "runtime.results_db" in (error.value.hint or "")
+        # Another database in the same folder is another lock.
+        with RunLock.of_database(tmp_path / "shared" / "other.db") as other:
+            assert other.held

@@ -3,7 +3,8 @@
 A target reads only the `Invocation` a recipe built (`dlbs.recipes`), never an experiment's
 raw parameters. Two kinds of target share `preflight` and `describe`:
 - a `ProcessTarget` (local, docker) runs an invocation to the end in `run`, streaming its
-  output into the experiment's log;
+  output into the experiment's log, and tags what it starts with the attempt's token, so
+  that after a `kill -9` of dlbs the next run finds and stops it (`stop_leftovers`);
 - a `SchedulerTarget` (slurm) splits that into `submit`, which returns a job id at once, and
   `wait`, so that a run loop that crashed can re-attach to a queued or running job by its id
   instead of submitting it twice.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import abc
 import importlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, BinaryIO, ClassVar, TypeVar
 
 from dlbs.errors import LaunchError
@@ -59,16 +60,31 @@ class ProcessTarget(Target):
 
     @abc.abstractmethod
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None,
+            token: str | None = None) -> Outcome:
         """Run the invocation; its stdout and stderr go into `log` as they come.
 
         `timeout` (seconds; None or 0 = no limit) ends it with status timeout. A
         KeyboardInterrupt, or `stop` being set (from another thread: the run loop runs
         targets in worker threads), stops it and returns status interrupted: the exception is
-        not re-raised, the caller stops the sweep when it sees that status. Raises `LaunchError`
-        only when the experiment could not be started at all (the environment's fault).
-        `on_start(pid)`, when given, is called once the benchmark runs, with the host PID of
-        the root of its process tree (for the resource monitor).
+        not re-raised, the caller stops the sweep when it sees that status. When `stop` is a
+        `dlbs.run.interrupts.StopEvent`, its `forced` being set cuts the grace period of
+        that stop short. Raises `LaunchError` only when the experiment could not be started
+        at all (the environment's fault). `on_start(pid)`, when given, is called once the
+        benchmark runs, with the host PID of the root of its process tree (for the resource
+        monitor and the attempt's mark). `token`, when given, is unique to the attempt: what
+        the target starts carries it (`dlbs.run.marks`), for `stop_leftovers`.
+        """
+
+    @abc.abstractmethod
+    def stop_leftovers(self, invocation: Invocation, mark: Mapping[str, Any]) -> list[str]:
+        """Stop what an attempt of a `dlbs run` that died still runs; describe what it stopped.
+
+        `mark` is the attempt's mark (`dlbs.run.marks`): its token, host and boot, and the
+        pid and start time of the process tree's root once it ran. `invocation` is the
+        attempt's, rebuilt from its recorded parameters. Nothing found is an empty list;
+        `LaunchError` when it cannot be looked for (an engine that does not answer, another
+        host).
         """
 
 

@@ -5,7 +5,9 @@ Through the Docker SDK for Python (`docker==7.2.0`), or, when the container's la
 request (image, the user's flags translated once, dlbs's environment, mounts and GPUs) comes
 whole from the invocation's `ContainerSpec`, rendered by `dlbs.recipes.container`. The
 container is removed afterwards, whatever happened; its output is streamed into the
-experiment's log as it comes.
+experiment's log as it comes. It carries the attempt's token as the label `dlbs.attempt`:
+after a `kill -9` of dlbs, the next run finds it by that label (whatever `--name` the user
+gave it) and removes it (`stop_leftovers`).
 
 Podman (`ContainerSpec.engine`) is driven through the same SDK and the same request, at its
 Docker-compatible API socket (`ContainerSpec.engine_url`, which `podman system service`
@@ -16,17 +18,20 @@ refused before the sweep.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.container import cli_argv, container_of, sdk_request
 from dlbs.recipes.invocation import PODMAN_ENGINE, Invocation
+from dlbs.run.interrupts import forced_event
+from dlbs.run.marks import TOKEN_LABEL
 from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
@@ -243,11 +248,17 @@ class DockerTarget(ProcessTarget):
     # -- running -----------------------------------------------------------------------
 
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None,
+            token: str | None = None) -> Outcome:
         """Run the container to its end; see `ProcessTarget.run` and the module doc.
 
-        `on_start` gets the host PID of the container's first process.
+        `on_start` gets the host PID of the container's first process; `token` becomes the
+        container's label `dlbs.attempt`.
         """
+        if token:
+            spec = container_of(invocation)
+            invocation = dataclasses.replace(invocation, container=dataclasses.replace(
+                spec, labels={**spec.labels, TOKEN_LABEL: token}))
         request = sdk_request(invocation)
         if container_of(invocation).launcher == "nvidia-docker":
             return self._run_nvidia_docker(invocation, request, log, timeout, on_start, stop)
@@ -298,7 +309,11 @@ class DockerTarget(ProcessTarget):
 
     def _stop_on_request(self, container: Any, stop: threading.Event, done: threading.Event,
                          stopped: threading.Event) -> None:
-        """Stop the container as Ctrl-C would once `stop` is set (until `done`)."""
+        """Stop the container as Ctrl-C would once `stop` is set (until `done`).
+
+        SIGINT, then SIGKILL after the grace period, or at once when the stop is forced.
+        """
+        forced = forced_event(stop)
         while not done.wait(0.1):
             if stop.is_set():
                 stopped.set()
@@ -306,11 +321,39 @@ class DockerTarget(ProcessTarget):
                     container.kill(signal="SIGINT")
                 except docker.errors.APIError:
                     pass  # it ended meanwhile
-                try:
-                    container.stop(timeout=int(self.kill_grace))
-                except docker.errors.APIError:
-                    pass
+                deadline = time.monotonic() + self.kill_grace
+                while not done.is_set() and time.monotonic() < deadline and \
+                        not (forced is not None and forced.is_set()):
+                    done.wait(0.1)
+                if not done.is_set():
+                    try:
+                        container.kill(signal="SIGKILL")
+                    except docker.errors.APIError:
+                        pass  # it ended meanwhile
                 return
+
+    def stop_leftovers(self, invocation: Invocation, mark: Mapping[str, Any]) -> list[str]:
+        """Remove the containers labelled with the attempt's token, on its engine."""
+        token = str(mark.get("token") or "")
+        if not token:
+            return []
+        client = self.client_of(invocation) if invocation.container is not None \
+            else self.client
+        try:
+            found = client.containers.list(all=True,
+                                           filters={"label": f"{TOKEN_LABEL}={token}"})
+        except docker.errors.APIError as error:
+            raise LaunchError(f"cannot list the containers of experiment {invocation.label}: "
+                              f"{error.explanation or error}") from error
+        stopped = []
+        for container in found:
+            try:
+                container.stop(timeout=int(self.kill_grace))
+            except docker.errors.APIError:
+                pass  # it ended meanwhile, or is being removed
+            self._remove(container)
+            stopped.append(f"container {container.name}")
+        return stopped
 
     def _create(self, invocation: Invocation, request: dict[str, Any], client: Any) -> Any:
         kwargs = dict(request["kwargs"])

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.invocation import Invocation
+from dlbs.run.marks import TOKEN_VARIABLE
 from dlbs.run.outcome import Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
+from dlbs.run.targets.orphans import boot_id, stop_tree
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process
 
 
@@ -21,7 +24,9 @@ class LocalTarget(ProcessTarget):
 
     Environment: this process's, then the invocation's, then `CUDA_VISIBLE_DEVICES` = the
     invocation's GPU ids (empty for a CPU experiment, so that a CPU benchmark never touches a
-    GPU). Mounts are ignored: host paths are used as they are.
+    GPU), and the attempt's token as `DLBS_ATTEMPT` (inherited by the whole process tree, so
+    that the next run finds it if dlbs dies). Mounts are ignored: host paths are used as
+    they are.
     """
 
     summary = "a child process on this machine (bare metal)"
@@ -54,10 +59,32 @@ class LocalTarget(ProcessTarget):
                 "env": self.extra_env(invocation), "cwd": invocation.workdir}
 
     def run(self, invocation: Invocation, log: BinaryIO, timeout: float | None, *,
-            on_start: OnStart | None = None, stop: threading.Event | None = None) -> Outcome:
+            on_start: OnStart | None = None, stop: threading.Event | None = None,
+            token: str | None = None) -> Outcome:
         """Run to the end; see `ProcessTarget.run`."""
         env = dict(os.environ)
         env.update(self.extra_env(invocation))
+        if token:
+            env[TOKEN_VARIABLE] = token
         return run_process(invocation.argv, env=env, cwd=invocation.workdir, log=log,
                            timeout=timeout, grace=self.kill_grace, on_start=on_start,
                            stop=stop)
+
+    def stop_leftovers(self, invocation: Invocation, mark: Mapping[str, Any]) -> list[str]:
+        """The recorded process group (pid and start time) and every process of the token."""
+        host = mark.get("host")
+        if host != socket.gethostname():
+            raise LaunchError(f"experiment {invocation.label} ran on host {host}, not here: "
+                              "what it left running there cannot be stopped from here",
+                              hint=f"look for processes with {TOKEN_VARIABLE}="
+                                   f"{mark.get('token')} in their environment on {host}")
+        if mark.get("boot") != boot_id():
+            return []  # this host rebooted since: nothing of that run is left
+        pid, start = mark.get("pid"), mark.get("start")
+        stopped = stop_tree(pid if isinstance(pid, int) else None,
+                            start if isinstance(start, int) else None,
+                            TOKEN_VARIABLE, str(mark.get("token") or ""), self.kill_grace)
+        if not stopped:
+            return []
+        names = ", ".join(sorted({process.name for process in stopped}))
+        return [f"{len(stopped)} process{'es' if len(stopped) > 1 else ''} ({names})"]

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import BinaryIO
 
+from dlbs.run.interrupts import forced_event
 from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 
 #: Seconds between the polite signal and SIGKILL when stopping a process group.
@@ -64,16 +65,36 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def stop_process_group(process: subprocess.Popen[bytes], first_signal: int,
-                       grace: float) -> None:
-    """Send `first_signal` to the child's group, then SIGKILL after `grace` seconds."""
+                       grace: float, forced: threading.Event | None = None) -> None:
+    """Send `first_signal` to the child's group, then SIGKILL after `grace` seconds.
+
+    `forced` being set (a second stop signal of dlbs) cuts the grace period short.
+    """
     _signal_group(process.pid, first_signal)
     try:
-        process.wait(timeout=grace)
+        _wait_unless(process, grace, forced)
     except subprocess.TimeoutExpired:
         _signal_group(process.pid, signal.SIGKILL)
         process.wait()
     # The leader may exit on the first signal while its workers ignore it.
     _signal_group(process.pid, signal.SIGKILL)
+
+
+def _wait_unless(process: subprocess.Popen[bytes], limit: float,
+                 forced: threading.Event | None, poll: float = 0.1) -> int:
+    """`process.wait(limit)` that gives up (TimeoutExpired) as soon as `forced` is set."""
+    if forced is None:
+        return process.wait(timeout=limit)
+    deadline = time.monotonic() + limit
+    while True:
+        if forced.is_set():
+            raise subprocess.TimeoutExpired(process.args, limit)
+        step = max(0.0, min(poll, deadline - time.monotonic()))
+        try:
+            return process.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
 
 
 class StopRequested(Exception):
@@ -107,7 +128,8 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
     `on_start(pid)` is called right after the child started. `cleanup` runs after the child
     and its group are gone, whatever happened (the docker target removes a container there).
     `stop`, once set, stops the command as Ctrl-C would (status interrupted): how the run
-    loop, which runs commands in worker threads, passes on its own interrupt.
+    loop, which runs commands in worker threads, passes on its own interrupt; its `forced`
+    (`dlbs.run.interrupts.StopEvent`), once set, skips the rest of the grace period.
     """
     log.flush()
     fd = _log_fd(log)
@@ -132,6 +154,7 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
         pump = threading.Thread(target=_copy_stream, args=(process.stdout, log), daemon=True)
         pump.start()
     limit = timeout if timeout and timeout > 0 else None
+    forced = forced_event(stop)
     outcome: Outcome | None = None
     try:
         try:
@@ -139,11 +162,11 @@ def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None,
                 on_start(process.pid)
             returncode = wait_or_stop(process, limit, stop)
         except subprocess.TimeoutExpired:
-            stop_process_group(process, signal.SIGTERM, grace)
+            stop_process_group(process, signal.SIGTERM, grace, forced)
             outcome = Outcome(TIMEOUT, f"still running after the timeout of {limit:g} s; "
                               "its process group was stopped", process.returncode)
         except (KeyboardInterrupt, StopRequested):
-            stop_process_group(process, signal.SIGINT, grace)
+            stop_process_group(process, signal.SIGINT, grace, forced)
             outcome = Outcome(INTERRUPTED, "interrupted by the user", process.returncode)
     finally:
         if process.returncode is None:  # an unexpected exception: leave nothing running

@@ -203,9 +203,14 @@ def node_files(log_path: str) -> list[str]:
 
 
 def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a SLURM command, in its own session.
+
+    A Ctrl-C or a hang-up of the terminal reaches dlbs alone, which decides what to do: an
+    sbatch killed half-way may have submitted a job that nobody then knows of.
+    """
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, start_new_session=True)
     except FileNotFoundError:
         raise LaunchError(f"{argv[0]} not found on PATH",
                           hint="run dlbs on a SLURM login node, or install the SLURM client "

@@ -1,0 +1,249 @@
+"""A results database read as columns (columns.py), fast: two BLOBs per attempt.
+
+One query reads every attempt's `report_row` (status, attempt, when, the batch-time
+statistics) and `param_codes` (its view as integer codes: view_codes.py); numpy turns them
+into arrays. Everything else is read only when a report asks for it: the values of a key it
+shows (table `param_values`), the per-batch times of the pairs a comparison tests, a text
+column, the JSON summary for a value that has no column of its own, whole attempts for a page
+or a chart. Such reads use the same read-only connection, kept open while the part lives, and
+find attempts by rowid: what they read never changes once an attempt has ended.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dlbs.results import schema, stats
+from dlbs.results.columns import MISSING, Column, Record, finite_numbers
+from dlbs.results.store import STARTED, ResultsStore
+from dlbs.results.view_codes import ABSENT, KEY_SHIFT, NULL, VALUE_MASK
+from dlbs.util import exact_json
+
+_FIELD = {name: index for index, name in enumerate(schema.REPORT_FIELDS)}
+# Keys of an attempt's own columns, as a flat experiment names them.
+_OWN_TEXT = {"results.log_file": "log_path", "results.status_msg": "status_msg"}
+_TIMES = {"results.start_time": "started_at", "results.end_time": "ended_at"}
+
+
+class StorePart:
+    """The attempts of one results database (a `columns.Part`), in rowid order."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._store = store = ResultsStore(path, read_only=True)
+        weakref.finalize(self, store.close)
+        try:
+            rowids, report_rows, codes = store.report_columns()
+            self._key_names = store.view_keys()
+            stored_bases = store.view_bases()
+        except BaseException:
+            store.close()
+            raise
+        self.size = len(rowids)
+        self._rowids = np.array(rowids, dtype=np.int64)
+        self._report = np.frombuffer(b"".join(report_rows), dtype="<f8").reshape(
+            self.size, len(schema.REPORT_FIELDS))
+        recency = self._field("recency")
+        self.recency = np.where(np.isnan(recency), 0.0, recency)
+        lengths = np.fromiter(map(len, codes), dtype=np.intp, count=self.size) // 8
+        flat = np.frombuffer(b"".join(codes), dtype="<i8")
+        self._entry_rows = np.repeat(np.arange(self.size), lengths)
+        self._entry_keys = (flat >> KEY_SHIFT).astype(np.intp)
+        self._entry_numbers = (flat & VALUE_MASK).astype(np.intp)
+        self._delta_keys = set(np.flatnonzero(np.bincount(self._entry_keys)).tolist()) \
+            if len(flat) else set()
+        base_ids, self._base_of_row = np.unique(self._field("param_base").astype(np.int64),
+                                                return_inverse=True)
+        self._bases = [_base_numbers(stored_bases.get(int(base_id), b""))
+                       for base_id in base_ids.tolist()]
+        self._key_ids = {name: key_id for key_id, name in self._key_names.items()}
+        self._decoded: dict[int, tuple[list[Any], list[str | None]]] = {}
+        self._summary_columns: dict[str, Column] = {}
+        self._columns: dict[str, Column] = {}
+
+    # -- columns.Part ---------------------------------------------------------------------
+
+    def sources(self) -> tuple[np.ndarray, list[str]]:
+        return np.zeros(self.size, dtype=np.intp), [self.path]
+
+    def keys(self) -> list[str]:
+        return list(self._key_ids)
+
+    def column(self, key: str) -> Column:
+        column = self._columns.get(key)
+        if column is None:
+            column = self._columns[key] = self._read_column(key)
+        return column
+
+    def _read_column(self, key: str) -> Column:
+        if key == "results.status":
+            status = self._field("status").astype(np.intp)
+            return Column(np.where(status < 0, len(schema.STATUS_CODES) + 1, status + 1), None,
+                          [None, *schema.STATUS_CODES, STARTED])
+        if key == "results.attempt":
+            return Column.of(self._field("attempt").astype(np.int64).tolist())
+        if key in _OWN_TEXT:
+            return self._own_text(key)
+        if key == stats.WARNINGS_KEY:
+            return self._warnings()
+        if key in _TIMES:
+            return self._with_default(self._summary_column(key), _TIMES[key])
+        if key.startswith("results."):
+            return self._summary_column(key)
+        return self._view_column(key)
+
+    def numbers(self, key: str) -> np.ndarray:
+        if key in _FIELD and key.startswith("results."):
+            return self._field(key)
+        return finite_numbers(self.column(key))
+
+    def samples(self, rows: np.ndarray) -> list[np.ndarray | None]:
+        wanted = self._rowids[rows].tolist()
+        found = self._store.samples_of(wanted)
+        return [found.get(rowid) for rowid in wanted]
+
+    def records(self, rows: np.ndarray) -> list[Record]:
+        wanted = self._rowids[rows].tolist()
+        stored = {item.rowid: item for item in self._store.summaries(with_samples=True,
+                                                                     rowids=wanted)}
+        position = dict(zip(self._rowids.tolist(), range(self.size)))
+        found = []
+        for rowid in wanted:
+            item = stored[rowid]
+            found.append(Record(item.experiment, self.path,
+                                float(self.recency[position[rowid]]), item.environment,
+                                item.samples))
+        return found
+
+    # -- what a report reads besides codes ------------------------------------------------
+
+    def has_value(self, key: str) -> np.ndarray:
+        """Which attempts have a value (not None) of `key`, without decoding it if possible."""
+        if key in _FIELD and key.startswith("results."):
+            found = ~np.isnan(self._field(key))
+            odd = (self._field("flags").astype(np.intp) & schema.FLAG_ODD_SUMMARY) != 0
+            if odd.any():
+                found |= odd & (self._summary_column(key).codes != 0)
+            return found
+        return self.column(key).codes != 0
+
+    def latest_rows(self) -> np.ndarray:
+        """The newest attempt (highest number) of each experiment, as the `experiments` view."""
+        ids = self.column("exp.id").codes
+        attempts = self._field("attempt")
+        order = np.lexsort((attempts, ids))
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = ids[order][1:] != ids[order][:-1]
+        return np.sort(order[last])
+
+    def _warnings(self) -> Column:
+        """`results.stats_warnings` (its own column, read only when some attempt has it)."""
+        flagged = (self._field("flags").astype(np.intp) & schema.FLAG_WARNINGS) != 0
+        if not flagged.any():
+            return Column(np.zeros(self.size, dtype=np.intp), None, [None])
+        return self._rows_of("stats_warnings", exact_json.loads)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _field(self, name: str) -> np.ndarray:
+        return self._report[:, _FIELD[name]]
+
+    def _view_column(self, key: str) -> Column:
+        key_id = self._key_ids.get(key)
+        if key_id is None:
+            return Column(np.zeros(self.size, dtype=np.intp),
+                          np.zeros(self.size, dtype=bool), [None])
+        per_base = np.array([base.get(key_id, ABSENT) for base in self._bases], dtype=np.intp)
+        numbers = per_base[self._base_of_row] if len(per_base) else \
+            np.zeros(self.size, dtype=np.intp)
+        if key_id in self._delta_keys:
+            mine = self._entry_keys == key_id
+            numbers[self._entry_rows[mine]] = self._entry_numbers[mine]
+        present = numbers != ABSENT
+        codes = np.where(numbers == NULL, 0, numbers)
+        return Column(codes, None if present.all() else present,
+                      decode=lambda: self._decode(key_id)[0],
+                      texts=lambda: self._decode(key_id)[1],
+                      find=lambda text: self._find(key_id, text))
+
+    def _decode(self, key_id: int) -> tuple[list[Any], list[str | None]]:
+        found = self._decoded.get(key_id)
+        if found is None:
+            stored = self._store.view_values(key_id)
+            size = max([number for number, _ in stored], default=NULL) + 1
+            values: list[Any] = [None] * size
+            texts: list[str | None] = [None] * size
+            texts[NULL] = "null"
+            for number, text in stored:
+                values[number] = exact_json.loads(text)
+                texts[number] = text
+            found = self._decoded[key_id] = (values, texts)
+        return found
+
+    def _find(self, key_id: int, text: str) -> int | None:
+        if key_id in self._decoded:
+            texts = self._decoded[key_id][1]
+            return texts.index(text) if text in texts else None
+        return self._store.view_value_number(key_id, text)
+
+    def _summary_column(self, key: str) -> Column:
+        """A key of the JSON summaries (a result without a column of its own)."""
+        column = self._summary_columns.get(key)
+        if column is None:
+            needle = exact_json.dumps(key)   # the key as the JSON text holds it
+            stored = self._store.summary_texts(needle)
+            values: list[Any] = [MISSING] * self.size
+            for position, text in self._positions(stored):
+                summary = exact_json.loads(text)
+                if isinstance(summary, dict):
+                    values[position] = summary.get(key, MISSING)
+            column = self._summary_columns[key] = Column.of(values)
+        return column
+
+    def _own_text(self, key: str) -> Column:
+        own = self._rows_of(_OWN_TEXT[key], lambda value: value)
+        if key == "results.status_msg":
+            return own
+        return self._fill(own, self._summary_column(key))
+
+    def _with_default(self, column: Column, name: str) -> Column:
+        return self._fill(column, self._rows_of(name, lambda value: value))
+
+    def _fill(self, first: Column, then: Column) -> Column:
+        """`first` where it has the key, else `then`."""
+        values = [MISSING] * self.size
+        first_has, then_has = first.has(), then.has()
+        for source, has in ((then, then_has), (first, first_has)):
+            decoded = source.values
+            for row in np.flatnonzero(has).tolist():
+                values[row] = decoded[source.codes[row]]
+        return Column.of(values)
+
+    def _rows_of(self, name: str, convert: Callable[[Any], Any]) -> Column:
+        stored = self._store.text_column(name)
+        values: list[Any] = [MISSING] * self.size
+        for position, value in self._positions(stored):
+            values[position] = convert(value)
+        return Column.of(values)
+
+    def _positions(self, stored: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """(row, value) of (rowid, value) pairs; rows added since the first read are left out."""
+        if not stored:
+            return []
+        rowids = np.array([rowid for rowid, _ in stored], dtype=np.int64)
+        positions = np.searchsorted(self._rowids, rowids)
+        positions[positions >= self.size] = 0
+        known = (self._rowids[positions] == rowids) if self.size else \
+            np.zeros(len(rowids), dtype=bool)
+        return [(position, value) for position, ok, (_, value) in
+                zip(positions.tolist(), known.tolist(), stored) if ok]
+
+
+def _base_numbers(blob: bytes) -> dict[int, int]:
+    """{key id: value number} of a stored base."""
+    codes = np.frombuffer(blob, dtype="<i8")
+    return dict(zip((codes >> KEY_SHIFT).tolist(), (codes & VALUE_MASK).tolist()))

@@ -1,0 +1,70 @@
+"""The mark of a running attempt: what a later `dlbs run` needs to stop it after dlbs died.
+
+Before a local or container experiment starts, the run loop gives its attempt a mark: the
+target that runs it, a token unique to the attempt, this host and its boot. The target tags
+what it starts with the token (a local process tree's environment `DLBS_ATTEMPT`, a
+container's label `dlbs.attempt`); once the benchmark runs, its process tree's root (pid and
+start time) is added. The mark is recorded in the attempt's `job_id` as `run:` + JSON (the
+column otherwise holds a SLURM job id), before the benchmark starts: a `dlbs run` killed at
+any moment leaves an open attempt whose mark tells the next run what to stop
+(`ProcessTarget.stop_leftovers`).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from dlbs.run.targets.orphans import boot_id, start_ticks
+
+PREFIX = "run:"
+#: The environment variable that carries a local attempt's token to its whole process tree.
+TOKEN_VARIABLE = "DLBS_ATTEMPT"
+#: The label that carries a container attempt's token.
+TOKEN_LABEL = "dlbs.attempt"
+
+
+def new_mark(target: str) -> dict[str, Any]:
+    """A fresh mark for an attempt that `target` is about to run."""
+    return {"target": target, "token": uuid.uuid4().hex, "host": socket.gethostname(),
+            "boot": boot_id()}
+
+
+def with_process(mark: Mapping[str, Any], pid: int) -> dict[str, Any]:
+    """The mark, with the root of the started process tree (pid and start time)."""
+    return {**mark, "pid": pid, "start": start_ticks(pid)}
+
+
+def encode(mark: Mapping[str, Any]) -> str:
+    """The mark as the text recorded in the attempt's job id."""
+    return PREFIX + json.dumps(dict(mark), sort_keys=True, separators=(",", ":"))
+
+
+def is_mark(job_id: str | None) -> bool:
+    """Whether an attempt's job id is a mark (not a SLURM job id)."""
+    return bool(job_id) and str(job_id).startswith(PREFIX)
+
+
+def decode(job_id: str) -> dict[str, Any] | None:
+    """The mark in a job id; None when it is not one, or not readable."""
+    if not is_mark(job_id):
+        return None
+    try:
+        mark = json.loads(job_id[len(PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(mark, dict) or not isinstance(mark.get("target"), str) or \
+            not isinstance(mark.get("token"), str):
+        return None
+    return mark
+
+
+def describe(mark: Mapping[str, Any]) -> str:
+    """A short description for messages: what ran, and where."""
+    pid = mark.get("pid")
+    what = f"process group {pid}" if pid and mark.get("target") == "local" else \
+        f"{mark.get('target')} attempt {mark.get('token')}"
+    return f"{what} on {mark.get('host')}"
