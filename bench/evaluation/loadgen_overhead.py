@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -45,6 +46,14 @@ def dlbs(out: Path, *args: str, timeout: float = 3600) -> None:
 
 def logs(folder: Path) -> list[dict]:
     return [parse_log(path).values for path in sorted(folder.glob("*.log"))]
+
+
+def median_record(records: tuple[dict, ...]) -> dict:
+    """The record of the repeat whose headline value is the median (the lower one)."""
+    key = next(k for k in ("results.qps", "results.latency_p50", "results.throughput",
+                           "results.time_median") if k in records[0])
+    ordered = sorted(records, key=lambda record: record[key])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def pick(values: list[dict], scenario: str, batch: int) -> dict:
@@ -73,6 +82,10 @@ def main() -> int:
     parser.add_argument("--max_qps_duration_s", type=float, default=5.0)
     parser.add_argument("--latency_bound_ms", type=float, default=15.0)
     parser.add_argument("--skip_plain", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure each pair this many times, one pair right after the "
+                             "other: the table shows medians and the median of the ratios "
+                             "(load that comes and goes on a shared machine cancels out)")
     args = parser.parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -89,23 +102,31 @@ def main() -> int:
               "-P", f"exp.latency_bound_ms={args.latency_bound_ms}"]
     graphs = ["-P", f"pytorch.cuda_graphs={str(args.cuda_graphs).lower()}"]
     began = time.time()
-    # The throughput pair: CUDA graphs are for batch 1 (as in the issue), not here.
-    dlbs(out, *common, "-P", f"exp.replica_batch={args.batch_size}",
-         "-V", 'exp.scenario=["benchmark", "offline"]')
-    dlbs(out, *common, *graphs, "-P", "exp.replica_batch=1",
-         "-V", 'exp.scenario=["benchmark", "single_stream"]')
+    pairs: list[tuple[dict, dict, dict, dict]] = []
+    for repeat in range(max(1, args.repeat)):
+        folder = "logs" if args.repeat <= 1 else f"logs/repeat{repeat + 1}"
+        where = ["-P", f"exp.log_dir={folder}"]
+        # The throughput pair: CUDA graphs are for batch 1 (as in the issue), not here.
+        dlbs(out, *common, *where, "-P", f"exp.replica_batch={args.batch_size}",
+             "-V", 'exp.scenario=["benchmark", "offline"]')
+        dlbs(out, *common, *where, *graphs, "-P", "exp.replica_batch=1",
+             "-V", 'exp.scenario=["benchmark", "single_stream"]')
+        values = logs(out / folder)
+        pairs.append((pick(values, "benchmark", args.batch_size),
+                      pick(values, "offline", args.batch_size),
+                      pick(values, "benchmark", 1), pick(values, "single_stream", 1)))
     if args.max_qps:
         dlbs(out, *common, *graphs, "-P", f"exp.replica_batch={args.batch_size}",
              "-P", "exp.scenario=max_qps", "-P", f"exp.min_duration_s={args.max_qps_duration_s}")
     values = logs(out / "logs")
-    bench_b, offline = pick(values, "benchmark", args.batch_size), pick(values, "offline",
-                                                                        args.batch_size)
-    bench_1, single = pick(values, "benchmark", 1), pick(values, "single_stream", 1)
+    bench_b, offline, bench_1, single = (median_record(records) for records in zip(*pairs))
     rows = [
         (f"offline QPS / benchmark throughput, batch {args.batch_size}",
-         offline["results.qps"], bench_b["results.throughput"], "samples/s"),
+         offline["results.qps"], bench_b["results.throughput"], "samples/s",
+         [o["results.qps"] / b["results.throughput"] for b, o, _, _ in pairs]),
         ("single-stream p50 / benchmark batch-1 median",
-         single["results.latency_p50"], bench_1["results.time_median"], "ms"),
+         single["results.latency_p50"], bench_1["results.time_median"], "ms",
+         [s["results.latency_p50"] / b["results.time_median"] for _, _, b, s in pairs]),
     ]
     result = {"settings": vars(args), "seconds": time.time() - began,
               "benchmark_batch": {k: bench_b[k] for k in ("results.throughput",
@@ -126,7 +147,7 @@ def main() -> int:
                                                       "results.latency_bound_met",
                                                       "results.target_qps")}
         rows.append((f"max_qps (p99 < {args.latency_bound_ms:g} ms) / offline QPS",
-                     peak["results.max_qps"], offline["results.qps"], "queries/s"))
+                     peak["results.max_qps"], offline["results.qps"], "queries/s", []))
     if not args.skip_plain:
         plain_json = out / "plain.json"
         command = [sys.executable, str(HERE / "plain_loop.py"), "--model", args.model,
@@ -145,19 +166,24 @@ def main() -> int:
         plain = json.loads(plain_json.read_text())
         result["plain"] = plain
         rows.append(("offline QPS / plain loop throughput", offline["results.qps"],
-                     plain["throughput"], "samples/s"))
+                     plain["throughput"], "samples/s", []))
         rows.append(("single-stream p50 / plain loop batch-1 p50",
-                     single["results.latency_p50"], plain["batch1_p50_ms"], "ms"))
-    lines = ["| comparison | measured | reference | ratio | unit |", "|---|---|---|---|---|"]
-    for name, measured, reference, unit in rows:
-        lines.append(f"| {name} | {measured:.4g} | {reference:.4g} | "
-                     f"{measured / reference:.3f} | {unit} |")
-    result["table"] = [{"comparison": name, "measured": m, "reference": r, "ratio": m / r,
-                        "unit": unit} for name, m, r, unit in rows]
+                     single["results.latency_p50"], plain["batch1_p50_ms"], "ms", []))
+    lines = ["| comparison | measured | reference | ratio | unit | each repeat |",
+             "|---|---|---|---|---|---|"]
+    table = []
+    for name, measured, reference, unit, each in rows:
+        ratio = statistics.median(each) if each else measured / reference
+        lines.append(f"| {name} | {measured:.4g} | {reference:.4g} | {ratio:.3f} | {unit} | "
+                     + (", ".join(f"{value:.3f}" for value in each) if len(each) > 1 else "")
+                     + " |")
+        table.append({"comparison": name, "measured": measured, "reference": reference,
+                      "ratio": ratio, "unit": unit, "ratios": each})
+    result["table"] = table
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    table = "\n".join(lines)
-    (out / "results.md").write_text(table + "\n")
-    print(table)
+    text = "\n".join(lines)
+    (out / "results.md").write_text(text + "\n")
+    print(text)
     print(f"({result['seconds']:.0f} s; framework {result['framework_ver']})")
     return 0
 

@@ -21,7 +21,8 @@
 #
 # Settings (environment), GPU defaults first:
 #   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  MIN_DURATION=10  MIN_QUERIES=100
-#   MAX_QPS_DURATION=5  BOUND_MS=15  NUM_BATCHES=200  WARMUP=20  PART=all (or: no max_qps)
+#   MAX_QPS_DURATION=5  BOUND_MS=15  NUM_BATCHES=200  WARMUP=20  REPEAT=1 (each pair's runs)
+#   PART=all (or: no, without max_qps)
 #   WHEELS=bench/evaluation/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
 # The dlbs part on a CPU, small and quick (how it is tested where there is no GPU):
 #   DEVICE=cpu MODEL=resnet18 BATCH=4 DTYPE=float32 MIN_DURATION=2 MIN_QUERIES=10 \
@@ -42,6 +43,7 @@ bound_ms="${BOUND_MS:-15}"
 num_batches="${NUM_BATCHES:-200}"
 warmup="${WARMUP:-20}"
 part="${PART:-all}"
+repeat="${REPEAT:-1}"
 wheels="${WHEELS:-$repo/bench/evaluation/wheels}"
 python="${PYTHON:-python3}"
 
@@ -81,7 +83,8 @@ PY
 flags=(--out "$out" --device "$device" --model "$model" --batch_size "$batch"
        --dtype "$dtype" --min_duration_s "$min_duration" --min_query_count "$min_queries"
        --max_qps_duration_s "$max_qps_duration"
-       --latency_bound_ms "$bound_ms" --num_batches "$num_batches" --warmup "$warmup")
+       --latency_bound_ms "$bound_ms" --num_batches "$num_batches" --warmup "$warmup"
+       --repeat "$repeat")
 if [[ "$device" == gpu ]]; then
     flags+=(--channels_last --compile --cuda_graphs)
 else

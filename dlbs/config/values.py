@@ -154,9 +154,14 @@ def check_plain(value: Any) -> Any:
     if value is None or kind is bool or kind is float and math.isfinite(value) or \
             kind is int and INT_MIN <= value <= INT_MAX:
         return value
-    if kind is list and all(type(item) is str for item in value):
+    if kind is list:
         # Argument lists, the common container: one joined string is checked at C speed.
-        check_plain("\n".join(value))
+        try:
+            joined = "\n".join(value)
+        except TypeError:  # not only strings
+            _check_tree(value)
+        else:
+            check_plain(joined)
         return value
     _check_tree(value)
     return value

@@ -92,25 +92,35 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     """Version 3: `report_row` and `param_codes` (with their tables) replace `param_delta`.
 
     The summaries of version 2 are kept as they are; each attempt's view is coded from its
-    parameters, summary and environment.
+    parameters, summary and environment. Every row is written once, whole, into the new
+    table (as a new database would hold it), in the order of the old one.
     """
-    _rebuild(conn, schema.ATTEMPTS, _V2_KEPT)
+    conn.execute("DROP VIEW experiments")
+    conn.execute(schema.ATTEMPTS.format(name="attempts_new"))
     conn.execute("DROP TABLE param_bases")
     for statement in schema.VIEW_TABLES.split(";\n"):
         conn.execute(statement)
     coder = ViewCoder()
-    assignments = ", ".join(f"{name} = ?" for name in schema.VIEW_NAMES)
-    rows = conn.execute("SELECT rowid, exp_id, attempt, status, started_at, ended_at, params, "
-                        "summary, environment FROM attempts ORDER BY rowid").fetchall()
-    for (rowid, exp_id, attempt, status, started_at, ended_at, params_text, summary_text,
-         environment_text) in rows:
-        summary = None if summary_text is None else exact_json.loads(summary_text)
-        environment = None if environment_text is None else exact_json.loads(environment_text)
-        view = view_of(exact_json.loads(params_text), summary, environment, exp_id)
+    kept = ", ".join(_V2_KEPT)
+    names = ", ".join(["rowid", *_V2_KEPT, *schema.VIEW_NAMES])
+    insert = f"INSERT INTO attempts_new ({names}) VALUES ({', '.join('?' * (len(_V2_KEPT) + 4))})"
+    position = {name: index + 1 for index, name in enumerate(_V2_KEPT)}
+    # A cursor, not fetchall(): the rows of a large database do not fit in memory at once.
+    for row in conn.execute(f"SELECT rowid, {kept} FROM attempts ORDER BY rowid"):
+        value = {name: row[index] for name, index in position.items()}
+        summary = None if value["summary"] is None else exact_json.loads(value["summary"])
+        environment = None if value["environment"] is None else \
+            exact_json.loads(value["environment"])
+        view = view_of(exact_json.loads(value["params"]), summary, environment,
+                       value["exp_id"])
         base, codes = coder.columns(conn, view)
-        conn.execute(f"UPDATE attempts SET {assignments} WHERE rowid = ?", (
-            base, codes, schema.report_row(status, attempt, started_at, ended_at, base, summary),
-            rowid))
+        conn.execute(insert, (*row, base, codes, schema.report_row(
+            value["status"], value["attempt"], value["started_at"], value["ended_at"], base,
+            summary)))
+    conn.execute("DROP TABLE attempts")
+    conn.execute("ALTER TABLE attempts_new RENAME TO attempts")
+    conn.execute(schema.INDEX)
+    conn.execute(schema.VIEW)
 
 
 # version N -> function that upgrades a database from N to N + 1 inside a transaction.

@@ -53,12 +53,14 @@ FLAG_WARNINGS = 1        # results.stats_warnings is set
 FLAG_ODD_SUMMARY = 2     # a key of REPORT_FIELDS holds something else than a finite number
 _REPORT_ROW = struct.Struct(f"<{len(REPORT_FIELDS)}d")
 
-# Small columns first, then what reports read (report_row, param_codes), the raw parameters
-# and results last: SQLite keeps the start of a row on its page and the rest in overflow
-# pages, read only up to the last column a query asks for.
+# What reports read (report_row, param_codes) first, then the small columns, the raw
+# parameters and results last: SQLite keeps the start of a row (at least 489 bytes of it) on
+# its page and the rest in overflow pages, read only up to the last column a query asks for.
 ATTEMPTS = """CREATE TABLE {name} (
     exp_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    report_row  BLOB,
+    param_codes BLOB,
     status      TEXT    CHECK (status IS NULL OR status IN
                         ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
     status_msg  TEXT,
@@ -77,8 +79,6 @@ ATTEMPTS = """CREATE TABLE {name} (
     time_max    REAL,
     throughput  REAL,
     param_base  INTEGER,
-    report_row  BLOB,
-    param_codes BLOB,
     stats_warnings TEXT,
     environment TEXT,
     summary     TEXT,

@@ -26,7 +26,12 @@ def attempts(db: Path) -> list[tuple]:
 
 
 # The real services: shared with the target tests (they fail, never skip, when down).
-from tests.targets.conftest import docker_client, slurm_cluster, test_image  # noqa: E402,F401
+from tests.targets.conftest import (  # noqa: E402,F401
+    docker_client,
+    podman_image,
+    slurm_cluster,
+    test_image,
+)
 
 
 def gated(release: Path) -> list[str]:

@@ -1,6 +1,7 @@
-"""Where `dlbs run` writes: logs only as regular files of its own, a database one run at a time,
-and a log that cannot be written recorded as the attempt's failure (issue 14: defects 3, 6,
-12 and 19, their run-time part).
+"""Where `dlbs run` writes (issue 14: defects 3, 6, 12 and 19, their run-time part).
+
+Logs only as regular files of its own, a database one run at a time, and a log that cannot
+be written recorded as the attempt's failure.
 """
 
 from __future__ import annotations
@@ -168,8 +169,10 @@ def _plan(run_dlbs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str
 
 def test_a_file_name_too_long_is_refused_before_anything_runs(run_dlbs, tmp_path,
                                                               monkeypatch):
-    """In-process, with a plan that skipped the planner's checks (which refuse such names):
-    a file system with shorter names than the planner allows fails the same way."""
+    """In-process, with a plan that skipped the planner's checks (which refuse such names).
+
+    A file system with shorter names than the planner allows fails the same way.
+    """
     experiments = _plan(run_dlbs, tmp_path, monkeypatch, "-V", 'exp.model=["a", "b"]')
     experiments[1]["exp.log_file"] = "logs/" + "x" * 300 + ".log"
     with pytest.raises(ResultsError, match=r"x\.log of experiment \w+ cannot be a log: "
@@ -181,8 +184,10 @@ def test_a_file_name_too_long_is_refused_before_anything_runs(run_dlbs, tmp_path
 
 def test_a_log_that_cannot_be_created_at_its_turn_is_a_recorded_failure(run_dlbs, tmp_path,
                                                                         monkeypatch):
-    """What the checks before the sweep cannot see (a file put in the way meanwhile, a full
-    disk) fails that experiment alone, with the reason."""
+    """What the checks before the sweep cannot see fails that experiment alone, with why.
+
+    A file put in the way meanwhile here; a full disk, in the test above.
+    """
     experiments = _plan(run_dlbs, tmp_path, monkeypatch, "-V", 'exp.model=["a", "b"]')
     blocker = Path("logs", "later")
     experiments[1]["exp.log_file"] = str(blocker / "b.log")

@@ -8,10 +8,8 @@ the next run stops what the dead run left running before it runs anything.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -31,30 +29,40 @@ def _background(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, start_new_session=True)
 
 
-def _marks(db: Path) -> list[dict]:
-    """The marks of the open attempts that recorded their benchmark's pid."""
-    try:
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT job_id FROM attempts WHERE ended_at IS NULL").fetchall()
-    except sqlite3.Error:
-        return []
+@pytest.fixture(autouse=True)
+def _reap(tmp_path: Path):
+    """Whatever a failed test left running in its folder goes with the test."""
+    yield
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "cwd") == str(tmp_path):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def _benchmarks_in(folder: Path) -> list[int]:
+    """The dummy backends running with `folder` as their working directory."""
     found = []
-    for (job_id,) in rows:
-        if job_id and job_id.startswith("run:"):
-            mark = json.loads(job_id[len("run:"):])
-            if mark.get("pid"):
-                found.append(mark)
-    return found
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if os.readlink(proc / "cwd") == str(folder) and len(argv) > 1 and \
+                    argv[1].endswith(b"dummy_benchmarks/benchmarks.py"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return [pid for pid in found if _alive(pid)]
 
 
 def _running_benchmark(tmp_path: Path) -> int:
-    """The pid of the benchmark of the one open attempt, once the benchmark itself runs."""
-    db = tmp_path / "logs" / "results.db"
-    wait_until(lambda: len(_marks(db)) == 1, "no attempt recorded its benchmark's pid")
+    """The pid of the one benchmark of the sweep, once it runs (it printed its first line)."""
+    wait_until(lambda: len(_benchmarks_in(tmp_path)) == 1, "the benchmark did not start")
     wait_until(lambda: any("dummy backend" in log.read_text(errors="replace")
                            for log in (tmp_path / "logs").glob("*.log")),
-               "the backend did not start")
-    return int(_marks(db)[0]["pid"])
+               "the backend did not print")
+    (pid,) = _benchmarks_in(tmp_path)
+    return pid
 
 
 def _alive(pid: int) -> bool:
