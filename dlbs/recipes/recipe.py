@@ -12,8 +12,10 @@ can add a framework by declaring an entry point of its own in that group.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from dlbs.errors import LaunchError
@@ -26,6 +28,7 @@ Experiment = Mapping[str, Any]
 #: Where a container sees the backends (DLBS's layout): /workspace/<folder>.
 WORKSPACE = "/workspace"
 ENTRY_POINT_GROUP = "dlbs.recipes"
+LAUNCHERS_PACKAGE = "dlbs.launchers"
 
 
 class Recipe:
@@ -115,17 +118,52 @@ def register_recipe(name: str) -> Callable[[R], R]:
 
 
 def _discover() -> None:
-    """Import every module of the `dlbs.recipes` entry-point group (once)."""
+    """Import every module of the `dlbs.recipes` entry-point group (once).
+
+    Run from a source checkout that is not installed (`PYTHONPATH=checkout python -m
+    dlbs.cli.main`, as on a machine where nothing can be installed), the package has no
+    entry points and no `dlbs.launchers` mapping: the checkout's `launchers/` folder is then
+    loaded as `dlbs.launchers`, which is what installing would map.
+    """
     global _discovered
     if _discovered:
         return
     _discovered = True
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    entries = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    if not _launchers_importable() and _load_checkout_launchers():
+        entries = [e for e in entries if not e.value.startswith(LAUNCHERS_PACKAGE + ".")]
+    for entry in entries:
         try:
             entry.load()
         except Exception as error:  # noqa: BLE001 - a broken plugin is named, not fatal
             raise LaunchError(f"the recipe of framework {entry.name!r} ({entry.value}) "
                               f"cannot be loaded: {error}") from error
+
+
+def _launchers_importable() -> bool:
+    try:
+        return importlib.util.find_spec(LAUNCHERS_PACKAGE) is not None
+    except ImportError:
+        return False
+
+
+def _load_checkout_launchers() -> bool:
+    """Load `<checkout>/launchers/*.py` as `dlbs.launchers.*`; False if there is none."""
+    folder = Path(__file__).resolve().parents[2] / "launchers"
+    init = folder / "__init__.py"
+    if not init.is_file():
+        return False
+    spec = importlib.util.spec_from_file_location(
+        LAUNCHERS_PACKAGE, init, submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None:
+        return False
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[LAUNCHERS_PACKAGE] = package
+    spec.loader.exec_module(package)
+    for module in sorted(folder.glob("*.py")):
+        if module.stem != "__init__":
+            importlib.import_module(f"{LAUNCHERS_PACKAGE}.{module.stem}")
+    return True
 
 
 def recipes() -> dict[str, Recipe]:

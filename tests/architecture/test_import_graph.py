@@ -161,3 +161,26 @@ def test_launchers_installs_inside_dlbs_not_as_a_top_level_package():
     assert importlib.util.find_spec("dlbs.launchers") is not None
     installed = importlib.metadata.distribution("dlbs")
     assert (installed.read_text("top_level.txt") or "").split() == ["dlbs"]
+
+
+def test_a_source_checkout_that_is_not_installed_finds_its_recipes(tmp_path):
+    """`PYTHONPATH=checkout python -m dlbs.cli.main` (no entry points, no package mapping)."""
+    import shutil
+    import subprocess
+    import sys
+
+    for folder in ("dlbs", "launchers"):
+        shutil.copytree(REPO / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    program = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+               "from dlbs.recipes import recipes\n"
+               "found = recipes()\n"
+               "print(sorted(found), type(found['pytorch']).__module__)\n"
+               "print(sys.modules['dlbs.launchers'].__file__)\n")
+    # -S: no site-packages, so neither the installed entry points nor the editable mapping.
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", program, str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    names, location = result.stdout.splitlines()
+    assert names.startswith("['dummy', 'mxnet'") and names.endswith("dlbs.launchers.pytorch")
+    assert location == str(tmp_path / "launchers" / "__init__.py")
