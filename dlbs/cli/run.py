@@ -53,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
                               hint="`dlbs validate` lists every problem")
     sweep = Sweep(experiments, _reporter(args.progress))
     if args.dry_run:
-        _print_preview(sweep.preview(), args.format)
+        previews = sweep.preview()
+        for warning in sweep.warnings:
+            print(f"dlbs: warning: {warning}", file=sys.stderr)
+        _print_preview(previews, args.format)
         return 0
     try:
         summary = sweep.run()

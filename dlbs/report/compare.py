@@ -210,7 +210,8 @@ def _match_keys(sides: list[Attempts], rules: KeyRules,
     identity = [keys_module.identity_keys(side, np.arange(side.size), rules) for side in sides]
     shared = [key for key in identity[0] if key in identity[1]]
     side_values = [keys_module.value_lists(side, np.arange(side.size)) for side in sides]
-    varying = [set(keys_module.varying_keys(values, shared)) for values in side_values]
+    varying = [set(keys_module.varying_keys(values, shared, side))
+               for values, side in zip(side_values, sides)]
     differences = []
     for key in shared:
         if key in varying[0] or key in varying[1]:

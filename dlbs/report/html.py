@@ -66,7 +66,7 @@ def render_html(report: Report) -> str:
 
 def _charts(report: Report) -> list[tuple[str, str]]:
     """(inline SVG, caption) of each chart the report has."""
-    if report.table_cells is None or len(report.table_cells.shown) > MAX_CHART_ROWS:
+    if report.table_cells is None or report.table_cells.rows > MAX_CHART_ROWS:
         return []
     from dlbs.report import plot
 

@@ -60,17 +60,30 @@ def field_name(key: str) -> str:
 
 
 def identity_keys(attempts: Attempts, rows: np.ndarray, rules: KeyRules) -> list[str]:
-    """Identity keys that some of the attempts `rows` have, by name; the device model last."""
-    keys = [key for key in attempts.keys() if is_identity_key(key, rules)
-            and attempts.present(key)[rows].any()]
-    keys.append(DEVICE_MODEL)
-    return keys
+    """Identity keys that some of the attempts `rows` have; the device model last.
+
+    In `preference` order, by name within a rank.
+    """
+    keys = []
+    for key in attempts.keys():
+        if not is_identity_key(key, rules):
+            continue
+        uniform = attempts.uniform(key)
+        if uniform[1] if uniform is not None else attempts.present(key)[rows].any():
+            keys.append(key)
+    return [*preference(keys, rules), DEVICE_MODEL]
 
 
-def varying_keys(values_of: ValuesOf, keys: Sequence[str]) -> list[str]:
-    """The keys whose value is not the same everywhere (a missing key is None)."""
+def varying_keys(values_of: ValuesOf, keys: Sequence[str],
+                 attempts: Attempts | None = None) -> list[str]:
+    """The keys whose value is not the same everywhere (a missing key is None).
+
+    With `attempts` (those `values_of` reads), keys known to be uniform are not looked at.
+    """
     varying = []
     for key in keys:
+        if attempts is not None and key != DEVICE_MODEL and attempts.uniform(key) is not None:
+            continue
         codes = values_of(key)
         if len(codes) and (codes != codes[0]).any():
             varying.append(key)
@@ -164,7 +177,9 @@ def value_lists(attempts: Attempts, rows: np.ndarray) -> ValuesOf:
     def values_of(key: str) -> np.ndarray:
         found = cache.get(key)
         if found is None:
-            found = cache[key] = column_of(attempts, key).codes[rows]
+            uniform = attempts.uniform(key) if key != DEVICE_MODEL else None
+            found = cache[key] = np.full(len(rows), uniform[0], dtype=np.intp) \
+                if uniform is not None else column_of(attempts, key).codes[rows]
         return found
     return values_of
 

@@ -10,6 +10,7 @@ a second.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from dlbs.report import evaluation
 from dlbs.report.keys import NUMERIC, title
 from dlbs.report.metrics import CellValues
 from dlbs.report.select import as_text
-from dlbs.report.tables import SCALE, Cells, Report
+from dlbs.report.tables import SCALE, Cells, Report, TablePart, rounded_value
 from dlbs.results.output import csv_cell, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -30,6 +31,9 @@ REPORT_FORMAT_VERSION = 2
 MISSING = "-"
 # What makes the csv module quote a field (its default dialect, QUOTE_MINIMAL).
 _CSV_SPECIAL = (",", '"', "\r", "\n")
+_TWO_DECIMALS = "%.2f".__mod__
+# Below this, "%.2f" without trailing zeros is the repr of the rounded float.
+_PLAIN_LIMIT = 1e12
 
 TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
           "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table",
@@ -88,8 +92,8 @@ def number(value: Any, samples: int = 1) -> str:
 
 def numbers(values: CellValues, order: np.ndarray, samples: np.ndarray | None) -> list[str]:
     """`number()` of the cells `order` (samples: attempts per cell, None for 1)."""
-    texts = [MISSING if value != value else f"{value:.2f}"
-             for value in values.numbers[order].tolist()]
+    texts = [MISSING if text == "nan" else text
+             for text in map(_TWO_DECIMALS, values.numbers[order].tolist())]
     if values.others:
         for position, cell in enumerate(order.tolist()):
             if cell in values.others:
@@ -131,8 +135,8 @@ def layout(report: Report) -> list[Grid]:
                          key_numeric + [True] * len(report.metrics))]
         return [Grid(f"{item.title}, by {_axis_title(report)}", key_headers, key_numeric)
                 for item in report.metrics]
-    row_texts = [[key_text(row[position]) for row in cells.shown]
-                 for position in range(len(report.row_keys))]
+    row_texts = [_key_texts(codes, table) for codes, table in
+                 zip(cells.key_codes, cells.key_tables)]
     if report.column_key is None:
         rows = cells.row[order].tolist()
         columns = [[texts[row] for row in rows] for texts in row_texts]
@@ -141,23 +145,22 @@ def layout(report: Report) -> list[Grid]:
         return [Grid("", key_headers + [item.title for item in report.metrics],
                      key_numeric + [True] * len(report.metrics), columns)]
     axis = report.columns
-    place = {_place(value): index for index, value in enumerate(axis)}
-    rows = cells.row[order].tolist()
-    places = [place[_place(cells.column[cell])] for cell in order.tolist()]
+    rows = cells.row[order]
+    places = cells.place[order]
     grids = []
     for item in report.metrics:
-        texts = numbers(cells.values[item.key], order, _samples(cells, item.key))
-        table = [[MISSING] * len(cells.shown) for _ in axis]
-        for row, column, text in zip(rows, places, texts):
-            table[column][row] = text
+        table = np.full((len(axis), cells.rows), MISSING, dtype=object)
+        table[places, rows] = numbers(cells.values[item.key], order, _samples(cells, item.key))
         grids.append(Grid(f"{item.title}, by {_axis_title(report)}",
                           key_headers + [key_text(column) for column in axis],
-                          key_numeric + [True] * len(axis), [*row_texts, *table]))
+                          key_numeric + [True] * len(axis), [*row_texts, *table.tolist()]))
     return grids
 
 
-def _place(value: Any) -> Any:
-    return as_text(value) if isinstance(value, list | dict) else (value.__class__, value)
+def _key_texts(codes: np.ndarray, table: Any) -> list[str]:
+    """key_text of each code's value, each distinct value formatted once."""
+    texts = {code: key_text(table[code]) for code in np.unique(codes).tolist()}
+    return list(map(texts.__getitem__, codes.tolist()))
 
 
 def _axis_title(report: Report) -> str:
@@ -233,31 +236,52 @@ def record_columns(report: Report) -> list[str]:
 
 
 def render_csv(report: Report) -> str:
-    """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr)."""
-    columns = [_csv_texts(column) for column in report.table_columns()]
+    """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr).
+
+    As the csv module writes it (QUOTE_MINIMAL): text as is, numbers as Python writes them
+    (after rounding to 2 decimals), lists and objects as JSON, None as an empty field.
+    """
+    columns = [_csv_part(part) for part in report.table_parts()]
     lines = [",".join(_csv_quoted(name) for name in report.fields())]
-    lines.extend(",".join(row) for row in zip(*columns))
+    lines.extend(map(",".join, zip(*columns)))
     return "\n".join(lines) + "\n"
 
 
-def _csv_texts(values: list[Any]) -> list[str]:
-    """A column as the csv module writes it (QUOTE_MINIMAL), each distinct value once."""
-    texts: dict[Any, str] = {}
-    found = []
-    for value in values:
-        key = (value.__class__, value) if not isinstance(value, list | dict) else \
-            (list, as_text(value))
-        text = texts.get(key)
-        if text is None:
-            if isinstance(value, str):
-                text = value
-            elif isinstance(value, int | float) and not isinstance(value, bool):
-                text = str(value)
-            else:
-                text = csv_cell(value)
-            text = texts[key] = _csv_quoted(text)
-        found.append(text)
-    return found
+def _csv_part(part: TablePart) -> list[str]:
+    """One field's CSV text on every line, each distinct value formatted once."""
+    if part.values is not None:
+        assert part.codes is not None
+        return _csv_numbers(part.values, part.codes)
+    if part.table is not None:
+        assert part.codes is not None
+        texts = [_csv_text(value) for value in part.table]
+        return list(map(texts.__getitem__, part.codes.tolist()))
+    return [_csv_text(part.same)] * part.size
+
+
+def _csv_text(value: Any) -> str:
+    if isinstance(value, str):
+        return _csv_quoted(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _csv_quoted(str(value))
+    return _csv_quoted(csv_cell(value))
+
+
+def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
+    """Cell values rounded to 2 decimals, as `str(round(x, 2))` writes them."""
+    numbers = values.numbers[order]
+    # "%.2f" is round(x, 2) correctly rounded; without its trailing zeros it is the float's
+    # repr, as long as 2 decimals are within a double's precision (checked by a test).
+    texts = [text.rstrip("0") for text in map(_TWO_DECIMALS, numbers.tolist())]
+    texts = [text + "0" if text[-1] == "." else text for text in texts]
+    for position in np.flatnonzero(~(np.abs(numbers) < _PLAIN_LIMIT)).tolist():
+        number = float(numbers[position])
+        texts[position] = str(round(number, 2)) if math.isfinite(number) else ""
+    if values.others:
+        for position, cell in enumerate(order.tolist()):
+            if cell in values.others:
+                texts[position] = _csv_text(rounded_value(values.others[cell]))
+    return texts
 
 
 def _csv_quoted(text: str) -> str:

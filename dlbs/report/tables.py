@@ -28,6 +28,7 @@ from dlbs.errors import ResultsError
 from dlbs.report import evaluation
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import (
+    DEVICE_MODEL,
     KeyRules,
     column_of,
     has_value_of,
@@ -94,17 +95,66 @@ class Cells:
     """The cells of a report as arrays, one entry per cell, in the order of experiments.
 
     Cell c is the c-th measured experiment of `selection`. `row[c]` is the number of its row
-    in display order; `shown[r]` the row-key values of row r; `column[c]` its place on the
-    column axis (None without one).
+    in display order; `key_codes[k][r]` the code of row r's value of row key k, which
+    `key_tables[k]` decodes; `place[c]` the number of its column (`axis[place[c]]` its
+    value on the column axis, in order; no axis: all 0).
     """
 
     selection: Selection
     row: np.ndarray
-    shown: list[tuple[Any, ...]]
-    column: list[Any] | None
+    key_codes: list[np.ndarray]
+    key_tables: list[Any]
+    rows: int
+    place: np.ndarray
+    axis: list[Any] | None
     values: dict[str, CellValues]
     spread: np.ndarray
     samples: np.ndarray
+
+    @functools.cached_property
+    def shown(self) -> list[tuple[Any, ...]]:
+        """The row-key values of each row, in display order."""
+        if not self.key_codes:
+            return [()] * self.rows
+        return list(zip(*self.key_values()))
+
+    def key_values(self) -> list[list[Any]]:
+        """Per row key, its value in each row (display order)."""
+        return [[table[code] for code in codes.tolist()]
+                for codes, table in zip(self.key_codes, self.key_tables)]
+
+    @functools.cached_property
+    def column(self) -> list[Any] | None:
+        """Each cell's value on the column axis (None without one)."""
+        if self.axis is None:
+            return None
+        return [self.axis[place] for place in self.place.tolist()]
+
+
+@dataclass
+class TablePart:
+    """One field of a report's table, over its `size` lines (cells in display order).
+
+    Either the `same` value on every line, values of a `table` picked by `codes`, or cell
+    values (`values`, numbers rounded to 2 decimals) of the cells `codes`.
+    """
+
+    size: int
+    same: Any = None
+    table: Sequence[Any] | None = None
+    values: CellValues | None = None
+    codes: np.ndarray | None = None
+
+    def values_list(self) -> list[Any]:
+        """The field's value on every line."""
+        if self.values is not None:
+            assert self.codes is not None
+            return rounded(self.values, self.codes)
+        if self.table is not None:
+            assert self.codes is not None
+            table = self.table
+            return [table[code] for code in self.codes.tolist()]
+        return [self.same] * self.size
 
 
 class Cell:
@@ -182,21 +232,18 @@ class Report:
             return self.scale_label
         return title(self.column_key) if self.column_key else ""
 
-    @functools.cached_property
+    @property
     def columns(self) -> list[Any]:
         """The column axis's values, in order."""
-        if self.table_cells is None or self.table_cells.column is None:
+        if self.table_cells is None or self.table_cells.axis is None:
             return [None] if self.counted else []
-        values = self.table_cells.column
-        distinct: dict[Any, None] = dict.fromkeys(_hashable(value) for value in values)
-        originals = {_hashable(value): value for value in values}
-        return sorted((originals[key] for key in distinct), key=sort_key)
+        return self.table_cells.axis
 
     def rows(self) -> list[tuple[tuple[Any, ...], dict[Any, Cell]]]:
         """Cells by row (row values as read, in display order), each mapping column -> cell."""
         if self.table_cells is None:
             return []
-        grouped: list[dict[Any, Cell]] = [{} for _ in self.table_cells.shown]
+        grouped: list[dict[Any, Cell]] = [{} for _ in range(self.table_cells.rows)]
         for cell in self.cells:
             grouped[cell.row][cell.column] = cell
         return list(zip(self.table_cells.shown, grouped))
@@ -221,39 +268,35 @@ class Report:
         cells = self.table_cells
         if cells is None:
             return np.zeros(0, dtype=np.intp)
-        if cells.column is None:
-            place = np.zeros(len(cells.row), dtype=np.intp)
-        else:
-            ranks = {_hashable(value): rank for rank, value in enumerate(self.columns)}
-            place = np.array([ranks[_hashable(value)] for value in cells.column],
-                             dtype=np.intp)
-        if not len(place):
-            return place
+        spot = cells.row.astype(np.int64) * (int(cells.place.max(initial=0)) + 1) + cells.place
+        order = np.argsort(spot, kind="stable")
+        ordered = spot[order]
         # A later cell at the same place wins, as in `rows()`.
-        reverse = np.arange(len(place))[::-1]
-        _, last = np.unique(np.stack([cells.row[reverse], place[reverse]]), axis=1,
-                            return_index=True)
-        kept = reverse[last]
-        return kept[np.lexsort((place[kept], cells.row[kept]))]
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = ordered[1:] != ordered[:-1]
+        return order[last]
+
+    def table_parts(self) -> list[TablePart]:
+        """The table of `fields()`, one part per field, cells in display order."""
+        cells = self.table_cells
+        order = self.displayed()
+        parts = [TablePart(len(order), same=value) for _, value in self._record_constants()]
+        if cells is not None:
+            rows = cells.row[order]
+            for codes, table in zip(cells.key_codes, cells.key_tables):
+                parts.append(TablePart(len(order), table=table, codes=codes[rows]))
+            if self.column_key is not None and cells.axis is not None:
+                parts.append(TablePart(len(order), table=cells.axis, codes=cells.place[order]))
+            for item in self.metrics:
+                parts.append(TablePart(len(order), values=cells.values[item.key], codes=order))
+            parts.append(TablePart(len(order), values=CellValues(cells.spread), codes=order))
+            parts.append(TablePart(len(order), table=list(range(int(cells.samples.max()) + 1)),
+                                   codes=cells.samples[order]))
+        return parts
 
     def table_columns(self) -> list[list[Any]]:
         """The table of `fields()` as columns (display order; 2-decimal numbers)."""
-        cells = self.table_cells
-        order = self.displayed()
-        size = len(order)
-        columns: list[list[Any]] = [[value] * size for _, value in self._record_constants()]
-        if cells is not None:
-            rows = cells.row[order].tolist()
-            for position in range(len(self.row_keys)):
-                shown = [row_values[position] for row_values in cells.shown]
-                columns.append([shown[row] for row in rows])
-            if self.column_key is not None and cells.column is not None:
-                columns.append([cells.column[index] for index in order.tolist()])
-            for item in self.metrics:
-                columns.append(rounded(cells.values[item.key], order))
-            columns.append(rounded(CellValues(cells.spread), order))
-            columns.append(cells.samples[order].tolist())
-        return columns
+        return [part.values_list() for part in self.table_parts()]
 
     def table(self) -> list[list[Any]]:
         """One list per cell, in `fields()` order and display order (2-decimal numbers)."""
@@ -303,7 +346,9 @@ class Report:
                          "exp.id column tells them apart.")
         if cells is not None and not np.isnan(cells.spread).all():
             worst = int(np.nanargmax(cells.spread))
-            where = ", ".join(as_text(v) for v in cells.shown[cells.row[worst]][:1])
+            row = cells.row[worst]
+            where = ", ".join(as_text(table[codes[row]]) for codes, table in
+                              zip(cells.key_codes[:1], cells.key_tables[:1]))
             column = None if cells.column is None else cells.column[worst]
             if column is not None and self.column_key == SCALE:
                 label = self.scale_label
@@ -352,7 +397,7 @@ def build_report(source: Attempts | Sequence[Record],
     representatives = selection.representatives
     values_of, shown_values = _values(attempts, representatives)
     identity = keys_module.identity_keys(attempts, representatives, rules)
-    varying = keys_module.varying_keys(values_of, identity)
+    varying = keys_module.varying_keys(values_of, identity, attempts)
     column_key = _column_key(options, attempts, representatives)
     report.column_key = column_key
     axis = [column_key] if column_key else []
@@ -463,7 +508,7 @@ def _values(attempts: Attempts, rows: np.ndarray) -> tuple[keys_module.ValuesOf,
     id_codes = ids.codes[rows].astype(np.int64)
     empty = ids.find("")
     missing = (id_codes == 0) if empty is None else (id_codes == 0) | (id_codes == empty)
-    first_own = len(ids.values)
+    first_own = int(ids.codes.max(initial=0)) + 1
     id_codes[missing] = first_own + np.arange(int(missing.sum()))
     own_ids = [f"({index + 1})" for index in np.flatnonzero(missing).tolist()]
 
@@ -479,7 +524,7 @@ def _values(attempts: Attempts, rows: np.ndarray) -> tuple[keys_module.ValuesOf,
             return _Identity()
         if key == EXP_ID:
             return _Ids(ids, own_ids, first_own)
-        return column_of(attempts, key).values
+        return attempts.decoded(key) if key != DEVICE_MODEL else column_of(attempts, key).values
     return values_of, shown
 
 
@@ -516,18 +561,24 @@ def _cells(report: Report, selection: Selection, values_of: keys_module.ValuesOf
         [shown_values(key) for key in report.row_keys], len(first))]
     row_of_group = np.empty(len(distinct), dtype=np.intp)
     row_of_group[display] = np.arange(len(distinct))
-    shown_per_key = [shown_values(key) for key in report.row_keys]
-    codes_per_key = [values_of(key) for key in report.row_keys]
-    shown = [tuple(decoded[codes[first[group]]] for decoded, codes in
-                   zip(shown_per_key, codes_per_key)) for group in display.tolist()]
-    column: list[Any] | None = None
-    if report.column_key == SCALE:
-        column = values_of(SCALE).tolist()
-    elif report.column_key is not None:
+    firsts = first[display]
+    key_codes = [values_of(key)[firsts] for key in report.row_keys]
+    key_tables = [shown_values(key) for key in report.row_keys]
+    place = np.zeros(count, dtype=np.intp)
+    axis: list[Any] | None = None
+    if report.column_key is not None:
+        codes = values_of(report.column_key)
         decoded = shown_values(report.column_key)
-        column = [value if not isinstance(value, list | dict) else as_text(value)
-                  for value in (decoded[code] for code in
-                                values_of(report.column_key).tolist())]
+        used = np.unique(codes)
+        # Lists and objects are columns by their JSON text; equal texts are one column.
+        texts = [_axis_value(decoded[code]) for code in used.tolist()]
+        distinct: dict[Any, Any] = {}
+        for value in texts:
+            distinct.setdefault(_hashable(value), value)
+        axis = sorted(distinct.values(), key=sort_key)
+        rank = {_hashable(value): index for index, value in enumerate(axis)}
+        place = np.array([rank[_hashable(value)] for value in texts],
+                         dtype=np.intp)[np.searchsorted(used, codes)]
     needed = {item.key: item for item in report.metrics}
     if report.kind in SCALING:
         needed.setdefault(TIME, metric(TIME))
@@ -541,8 +592,12 @@ def _cells(report: Report, selection: Selection, values_of: keys_module.ValuesOf
         speedup, efficiency = scaling_values(report.kind, row, values_of(SCALE),
                                              values[TIME].numbers, values[THROUGHPUT].numbers)
         values[SPEEDUP], values[EFFICIENCY] = CellValues(speedup), CellValues(efficiency)
-    return Cells(selection, row, shown, column, values, _spreads(attempts, members, starts),
-                 np.diff(starts))
+    return Cells(selection, row, key_codes, key_tables, len(display), place, axis, values,
+                 _spreads(attempts, members, starts), np.diff(starts))
+
+
+def _axis_value(value: Any) -> Any:
+    return as_text(value) if isinstance(value, list | dict) else value
 
 
 def _spreads(attempts: Attempts, members: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -579,7 +634,8 @@ def _constants(constant: Sequence[str], rules: KeyRules, values_of: keys_module.
     """
     found = []
     for key in keys_module.display_order(constant):
-        value = shown_values(key)[values_of(key)[0]]
+        code = int(values_of(key)[0])
+        value = None if code == 0 else shown_values(key)[code]
         if value is None:
             continue
         if key in _SHOWN_CONSTANTS or key not in rules.declared or (
@@ -599,11 +655,12 @@ def rounded(values: CellValues, order: np.ndarray) -> list[Any]:
     if values.others:
         for position, cell in enumerate(order.tolist()):
             if cell in values.others:
-                found[position] = _rounded(values.others[cell])
+                found[position] = rounded_value(values.others[cell])
     return found
 
 
-def _rounded(value: Any) -> Any:
+def rounded_value(value: Any) -> Any:
+    """A float rounded to 2 decimals (None when not finite); anything else as it is."""
     if isinstance(value, float):
         return round(value, 2) if math.isfinite(value) else None
     return value

@@ -185,6 +185,12 @@ class Part(Protocol):
     def has_value(self, key: str) -> np.ndarray:
         """Which attempts have a value of `key` that is not None."""
 
+    def uniform(self, key: str) -> tuple[int, bool] | None:
+        """(code, present) when every attempt has the same code of `key` (known cheaply)."""
+
+    def decoded(self, key: str) -> list[Any]:
+        """The values of `key`'s codes (as `column(key).values`)."""
+
     def samples(self, rows: np.ndarray) -> list[np.ndarray | None]:
         """The per-batch times of attempts `rows`."""
 
@@ -233,6 +239,12 @@ class RecordsPart:
     def has_value(self, key: str) -> np.ndarray:
         return self.column(key).codes != 0
 
+    def uniform(self, key: str) -> tuple[int, bool] | None:
+        return None
+
+    def decoded(self, key: str) -> list[Any]:
+        return self.column(key).values
+
     def samples(self, rows: np.ndarray) -> list[np.ndarray | None]:
         return [self._records[row].samples for row in rows.tolist()]
 
@@ -251,6 +263,10 @@ class Attempts:
         self._parts = list(parts)
         self._rows = list(rows) if rows is not None else \
             [np.arange(part.size) for part in self._parts]
+        # Pieces that are their part's attempts in order (no indexing needed).
+        self._whole = [len(part_rows) == part.size and bool(
+            np.array_equal(part_rows, np.arange(part.size)))
+            for part, part_rows in zip(self._parts, self._rows)]
         self.size = sum(len(rows) for rows in self._rows)
         self._columns: dict[str, Column] = {}
         self._numbers: dict[str, np.ndarray] = {}
@@ -319,9 +335,16 @@ class Attempts:
         """`key` over these attempts (see Column)."""
         column = self._columns.get(key)
         if column is None:
-            pieces = [(part.column(key), rows) for part, rows in self._pieces()]
+            pieces = [(part.column(key), None if whole else rows)
+                      for (part, rows), whole in zip(self._pieces(), self._whole)]
             column = self._columns[key] = _concatenate(pieces, self.size)
         return column
+
+    def decoded(self, key: str) -> list[Any]:
+        """The values of `key`'s codes (`column(key).values`), without making the column."""
+        if key not in self._columns and len(self._parts) == 1:
+            return self._parts[0].decoded(key)
+        return self.column(key).values
 
     def derived(self, key: str, build: Callable[[Attempts], Column]) -> Column:
         """A column computed from others (`build(self)`), kept like the parts' columns."""
@@ -344,6 +367,15 @@ class Attempts:
         if column is not None:
             return column.codes != 0
         return self._concat([part.has_value(key)[rows] for part, rows in self._pieces()], bool)
+
+    def uniform(self, key: str) -> tuple[int, bool] | None:
+        """(code, present) if every attempt has one value of `key` (known cheaply), else None.
+
+        A parameter that a sweep did not vary is known so without making its column.
+        """
+        if len(self._parts) != 1 or key in self._columns:
+            return None
+        return self._parts[0].uniform(key)
 
     def present(self, key: str) -> np.ndarray:
         """Which attempts have `key` at all (even with a null value)."""
@@ -392,14 +424,15 @@ class Attempts:
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
-def _concatenate(pieces: list[tuple[Column, np.ndarray]], size: int) -> Column:
-    """One column of the pieces' rows, codes merged by canonical JSON across pieces."""
+def _concatenate(pieces: list[tuple[Column, np.ndarray | None]], size: int) -> Column:
+    """One column of the pieces' rows (None: all), codes merged by canonical JSON."""
     if len(pieces) == 1:
         column, rows = pieces[0]
-        return column if len(rows) == len(column.codes) and \
-            np.array_equal(rows, np.arange(len(rows))) else column.take(rows)
+        return column if rows is None else column.take(rows)
     if not pieces:
         return Column(np.zeros(0, dtype=np.intp), None, [None])
+    pieces = [(column, np.arange(len(column.codes)) if rows is None else rows)
+              for column, rows in pieces]
     table: dict[str | None, int] = {None: 0, "null": 0}
     values: list[Any] = [None]
     codes, present = [], []

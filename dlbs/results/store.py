@@ -288,11 +288,17 @@ class ResultsStore:
 
     def _open(self) -> None:
         with self._errors("open"):
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            application_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
-            self._check_identity(version, application_id)
-            if version == 0:
-                self._check_empty()  # before WAL: never touch a foreign database
+            # One read transaction: another process may create the database meanwhile, and
+            # its version and its tables must be seen together.
+            self._conn.execute("BEGIN")
+            try:
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                application_id = self._conn.execute("PRAGMA application_id").fetchone()[0]
+                self._check_identity(version, application_id)
+                if version == 0:
+                    self._check_empty()  # before WAL: never touch a foreign database
+            finally:
+                self._conn.execute("COMMIT")
             # Readers of an up-to-date WAL database take no write lock at all, so a report
             # never waits for (or delays) a running sweep.
             if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal" and \
@@ -636,15 +642,11 @@ class ResultsStore:
 
     # -- what the columnar reader (stored_columns.py) reads ---------------------------------
 
-    def report_columns(self) -> tuple[list[int], list[bytes], list[bytes]]:
-        """Every attempt's rowid, `report_row` and `param_codes`, in rowid order."""
+    def report_columns(self) -> list[tuple[int, bytes, bytes]]:
+        """Every attempt's (rowid, `report_row`, `param_codes`), in rowid order."""
         with self._errors("read attempts"):
-            rows = self._conn.execute(
+            return self._conn.execute(
                 "SELECT rowid, report_row, param_codes FROM attempts ORDER BY rowid").fetchall()
-        if not rows:
-            return [], [], []
-        rowids, report_rows, codes = (list(column) for column in zip(*rows))
-        return rowids, report_rows, codes
 
     def view_keys(self) -> dict[int, str]:
         """Key id -> key of every key of a view (view_codes.py)."""
@@ -661,6 +663,16 @@ class ResultsStore:
         with self._errors("read parameter values"):
             return self._conn.execute(
                 "SELECT number, value FROM param_values WHERE key_id = ?", (key_id,)).fetchall()
+
+    def view_values_of(self, key_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(key id, value number, canonical JSON) of every stored value of some keys."""
+        found: list[tuple[int, int, str]] = []
+        with self._errors("read parameter values"):
+            for chunk in _chunks(key_ids):
+                found.extend(self._conn.execute(
+                    "SELECT key_id, number, value FROM param_values WHERE key_id IN "
+                    f"({', '.join('?' * len(chunk))})", chunk))
+        return found
 
     def view_value_number(self, key_id: int, text: str) -> int | None:
         """The number of one stored value of a key (canonical JSON), None when not stored."""

@@ -27,6 +27,8 @@ _FIELD = {name: index for index, name in enumerate(schema.REPORT_FIELDS)}
 # Keys of an attempt's own columns, as a flat experiment names them.
 _OWN_TEXT = {"results.log_file": "log_path", "results.status_msg": "status_msg"}
 _TIMES = {"results.start_time": "started_at", "results.end_time": "ended_at"}
+# Keys with at most this many stored values are decoded together, at the first decode.
+_PRELOAD_VALUES = 1024
 
 
 class StorePart:
@@ -37,31 +39,41 @@ class StorePart:
         self._store = store = ResultsStore(path, read_only=True)
         weakref.finalize(self, store.close)
         try:
-            rowids, report_rows, codes = store.report_columns()
+            rows = store.report_columns()
             self._key_names = store.view_keys()
             stored_bases = store.view_bases()
         except BaseException:
             store.close()
             raise
-        self.size = len(rowids)
-        self._rowids = np.array(rowids, dtype=np.int64)
-        self._report = np.frombuffer(b"".join(report_rows), dtype="<f8").reshape(
+        self.size = len(rows)
+        self._rowids = np.array([row[0] for row in rows], dtype=np.int64)
+        self._report = np.frombuffer(b"".join([row[1] for row in rows]), dtype="<f8").reshape(
             self.size, len(schema.REPORT_FIELDS))
+        codes = [row[2] for row in rows]
+        del rows
         recency = self._field("recency")
         self.recency = np.where(np.isnan(recency), 0.0, recency)
+        # The differences, grouped by key (a stable counting sort keeps each key's rows in
+        # order): key id -> where its entries start and end in _entry_rows/_entry_numbers.
         lengths = np.fromiter(map(len, codes), dtype=np.intp, count=self.size) // 8
         flat = np.frombuffer(b"".join(codes), dtype="<i8")
-        self._entry_rows = np.repeat(np.arange(self.size), lengths)
-        self._entry_keys = (flat >> KEY_SHIFT).astype(np.intp)
-        self._entry_numbers = (flat & VALUE_MASK).astype(np.intp)
-        self._delta_keys = set(np.flatnonzero(np.bincount(self._entry_keys)).tolist()) \
-            if len(flat) else set()
+        keys = flat >> KEY_SHIFT
+        order = np.argsort(keys.astype(np.int16 if len(self._key_names) < 1 << 15
+                                       else np.int64), kind="stable")
+        self._entry_rows = np.repeat(np.arange(self.size), lengths)[order]
+        self._entry_numbers = (flat[order] & VALUE_MASK).astype(np.intp)
+        counts = np.bincount(keys, minlength=max(self._key_names, default=0) + 1)
+        ends = np.cumsum(counts)
+        self._delta = {key_id: (int(ends[key_id] - counts[key_id]), int(ends[key_id]))
+                       for key_id in np.flatnonzero(counts).tolist()}
         base_ids, self._base_of_row = np.unique(self._field("param_base").astype(np.int64),
                                                 return_inverse=True)
+        self._base_of_row = self._base_of_row.reshape(-1)
         self._bases = [_base_numbers(stored_bases.get(int(base_id), b""))
                        for base_id in base_ids.tolist()]
         self._key_ids = {name: key_id for key_id, name in self._key_names.items()}
         self._decoded: dict[int, tuple[list[Any], list[str | None]]] = {}
+        self._preloaded = False
         self._summary_columns: dict[str, Column] = {}
         self._columns: dict[str, Column] = {}
 
@@ -152,6 +164,27 @@ class StorePart:
     def _field(self, name: str) -> np.ndarray:
         return self._report[:, _FIELD[name]]
 
+    def decoded(self, key: str) -> list[Any]:
+        key_id = self._key_ids.get(key)
+        if key.startswith("results.") or key_id is None:
+            return self.column(key).values
+        return self._decode(key_id)[0]
+
+    def uniform(self, key: str) -> tuple[int, bool] | None:
+        """(code, present) when every attempt has the same value of a view key, else None."""
+        if key.startswith("results."):
+            return None
+        key_id = self._key_ids.get(key)
+        if key_id is None:
+            return 0, False
+        if key_id in self._delta or not self._bases:
+            return None
+        numbers = {base.get(key_id, ABSENT) for base in self._bases}
+        if len(numbers) != 1:
+            return None
+        number = numbers.pop()
+        return (0 if number in (ABSENT, NULL) else number), number != ABSENT
+
     def _view_column(self, key: str) -> Column:
         key_id = self._key_ids.get(key)
         if key_id is None:
@@ -160,9 +193,9 @@ class StorePart:
         per_base = np.array([base.get(key_id, ABSENT) for base in self._bases], dtype=np.intp)
         numbers = per_base[self._base_of_row] if len(per_base) else \
             np.zeros(self.size, dtype=np.intp)
-        if key_id in self._delta_keys:
-            mine = self._entry_keys == key_id
-            numbers[self._entry_rows[mine]] = self._entry_numbers[mine]
+        if key_id in self._delta:
+            start, stop = self._delta[key_id]
+            numbers[self._entry_rows[start:stop]] = self._entry_numbers[start:stop]
         present = numbers != ABSENT
         codes = np.where(numbers == NULL, 0, numbers)
         return Column(codes, None if present.all() else present,
@@ -171,18 +204,30 @@ class StorePart:
                       find=lambda text: self._find(key_id, text))
 
     def _decode(self, key_id: int) -> tuple[list[Any], list[str | None]]:
+        if not self._preloaded:
+            self._preload()
         found = self._decoded.get(key_id)
         if found is None:
-            stored = self._store.view_values(key_id)
-            size = max([number for number, _ in stored], default=NULL) + 1
-            values: list[Any] = [None] * size
-            texts: list[str | None] = [None] * size
-            texts[NULL] = "null"
-            for number, text in stored:
-                values[number] = exact_json.loads(text)
-                texts[number] = text
-            found = self._decoded[key_id] = (values, texts)
+            found = self._decoded[key_id] = _decoded(self._store.view_values(key_id))
         return found
+
+    def _preload(self) -> None:
+        """The values of every key with few of them, in one query (most keys of a sweep)."""
+        self._preloaded = True
+        largest: dict[int, int] = {}
+        for base in self._bases:
+            for key_id, number in base.items():
+                largest[key_id] = max(largest.get(key_id, 0), number)
+        for key_id, (start, stop) in self._delta.items():
+            largest[key_id] = max(largest.get(key_id, 0),
+                                  int(self._entry_numbers[start:stop].max(initial=0)))
+        small = [key_id for key_id, number in largest.items()
+                 if number <= _PRELOAD_VALUES and key_id not in self._decoded]
+        stored: dict[int, list[tuple[int, str]]] = {key_id: [] for key_id in small}
+        for key_id, number, text in self._store.view_values_of(small):
+            stored[key_id].append((number, text))
+        for key_id, values in stored.items():
+            self._decoded[key_id] = _decoded(values)
 
     def _find(self, key_id: int, text: str) -> int | None:
         if key_id in self._decoded:
@@ -241,6 +286,18 @@ class StorePart:
             np.zeros(len(rowids), dtype=bool)
         return [(position, value) for position, ok, (_, value) in
                 zip(positions.tolist(), known.tolist(), stored) if ok]
+
+
+def _decoded(stored: list[tuple[int, str]]) -> tuple[list[Any], list[str | None]]:
+    """(values, texts) by value number of one key's stored values."""
+    size = max([number for number, _ in stored], default=NULL) + 1
+    values: list[Any] = [None] * size
+    texts: list[str | None] = [None] * size
+    texts[NULL] = "null"
+    for number, text in stored:
+        values[number] = exact_json.loads(text)
+        texts[number] = text
+    return values, texts
 
 
 def _base_numbers(blob: bytes) -> dict[int, int]:

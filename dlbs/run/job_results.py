@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY
+from dlbs.run.logs import append_to_log
 from dlbs.run.targets.slurm import node_files
 
 SUMMED = ("cpu", "rss", "gpu_mem", "gpu_power")
@@ -39,7 +40,7 @@ def absorb_node_files(log_path: str) -> None:
                 content = node_file.read()
             if content and not content.endswith(b"\n"):
                 content += b"\n"  # a monitor killed mid-line: keep the lines apart
-            with open(log_path, "ab") as log:
+            with append_to_log(log_path) as log:
                 log.write(content)
             os.remove(path)
         except OSError:

@@ -174,6 +174,8 @@ class Sweep:
         self._environment: dict[str, Any] | None = None
         self._reattached: set[str] = set()
         self._flights: SlurmFlights | None = None
+        #: What `preview()` found worth a warning (containers that get the host).
+        self.warnings: list[str] = []
         for experiment in self.experiments:
             missing = [k for k in REQUIRED if not experiment.get(k)]
             if missing:
@@ -201,8 +203,9 @@ class Sweep:
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
             self._preflight(list(jobs.values()))
-            self._warn_of_host_access([jobs[id(e)] for e, d in decisions
-                                       if d.action == policy.RUN])
+            for warning in self._host_access_warnings([jobs[id(e)] for e, d in decisions
+                                                       if d.action == policy.RUN]):
+                self.reporter.note(f"warning: {warning}")
             planned_ids = {e["exp.id"] for e in self.experiments}
             self.reporter.planned(len(decisions) + sum(
                 1 for a, _ in reattached if a.job.experiment.get("exp.id") not in planned_ids))
@@ -231,6 +234,7 @@ class Sweep:
         stores: dict[str, ResultsStore | None] = {}
         latest: dict[str, dict[str, str]] = {}
         previews = []
+        to_run: list[_Job] = []
         try:
             for experiment in self.experiments:
                 path = self._store_path(experiment)
@@ -246,10 +250,13 @@ class Sweep:
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
                     request = job.target.describe(job.invocation)
+                    if decision.action == policy.RUN:
+                        to_run.append(job)
                 action = decision.action
                 if action == policy.IGNORE:
                     action = "disabled" if "exp.status" in decision.reason else "done"
                 previews.append(Preview(experiment, action, decision.reason, request))
+            self.warnings = self._host_access_warnings(to_run)
         finally:
             for store in stores.values():
                 if store is not None:
@@ -743,8 +750,9 @@ class Sweep:
         for name, invocations in by_target.items():
             self._targets[name].preflight(invocations)
 
-    def _warn_of_host_access(self, jobs: list[_Job]) -> None:
-        """One warning per container flag that gives the container the host (see host_access).
+    @staticmethod
+    def _host_access_warnings(jobs: list[_Job]) -> list[str]:
+        """One warning per container flag that gives the container the host (host_access).
 
         The same texts as `dlbs plan` and `dlbs validate` give, from the very requests the
         run makes: with `--plan`, this is the first time anyone looks at them.
@@ -753,8 +761,7 @@ class Sweep:
         for job in jobs:
             if job.invocation.container is not None:
                 watch.counts.update(host_access(job.invocation.container.args))
-        for warning in watch.warnings():
-            self.reporter.note(f"warning: {warning}")
+        return watch.warnings()
 
     # -- shared state ------------------------------------------------------------------
     def _target(self, name: str) -> Target:

@@ -61,10 +61,3 @@ def decode(job_id: str) -> dict[str, Any] | None:
         return None
     return mark
 
-
-def describe(mark: Mapping[str, Any]) -> str:
-    """A short description for messages: what ran, and where."""
-    pid = mark.get("pid")
-    what = f"process group {pid}" if pid and mark.get("target") == "local" else \
-        f"{mark.get('target')} attempt {mark.get('token')}"
-    return f"{what} on {mark.get('host')}"

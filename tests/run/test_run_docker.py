@@ -178,3 +178,7 @@ def test_flags_that_give_the_container_the_host_are_warned_of_at_run_time(run_dl
         "(2 experiments; see docs/security.md)"]
     # Said once, before the first experiment starts.
     assert result.stderr.index("warning") < result.stderr.index("[1/2]")
+    dry = run_dlbs("run", *spec, "-P", "exp.framework=dummy", "-P", "dummy.sleep=0",
+                   "-P", "exp.num_batches=1", "-V", 'exp.model=["e", "f"]', "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert [line for line in dry.stderr.splitlines() if "warning" in line] == warnings

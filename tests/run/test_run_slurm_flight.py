@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -49,6 +50,19 @@ def _wait_until(condition, what: str, limit: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
+
+
+def _progress(stderr: str) -> list[tuple[int, int]]:
+    """The `[done/total]` of every progress line."""
+    return [(int(done), int(total)) for done, total in
+            re.findall(r"^\[(\d+)/(\d+)\] ", stderr, flags=re.MULTILINE)]
+
+
+def _counts_right(stderr: str) -> bool:
+    """Every progress line counts up to a total it never passes (issue 14, defect 20)."""
+    progress = _progress(stderr)
+    return bool(progress) and all(1 <= done <= total for done, total in progress) and \
+        [done for done, _ in progress] == list(range(1, len(progress) + 1))
 
 
 def _jobs_of(folder: Path) -> list[dict[str, str]]:
@@ -98,6 +112,8 @@ def test_kill_9_mid_sweep_then_resume_submits_nothing_twice(run_dlbs, tmp_path, 
     assert len(_jobs_of(tmp_path)) == 6
     assert "6 ok" not in result.stderr  # the first run's experiments are not counted again
     assert "unchanged" in result.stderr
+    assert _counts_right(result.stderr), result.stderr
+    assert _progress(result.stderr)[-1] == (6, 6)
 
 
 def test_sigterm_cancels_the_jobs_in_flight(tmp_path, slurm_cluster):
@@ -109,7 +125,8 @@ def test_sigterm_cancels_the_jobs_in_flight(tmp_path, slurm_cluster):
     job_ids = [r[3] for r in _rows(db)]
     os.killpg(sweep.pid, signal.SIGTERM)
     _, err = sweep.communicate(timeout=180)
-    assert sweep.returncode == 130, err
+    assert sweep.returncode == 143, err
+    assert "(interrupted by SIGTERM)" in err
     rows = _rows(db)
     assert [r[2] for r in rows] == ["interrupted", "interrupted"], rows
     # Cancelled: nothing of the sweep is queued or running (a task cancelled while pending
@@ -126,13 +143,47 @@ def test_sighup_with_keep_leaves_the_jobs_for_the_next_run(run_dlbs, tmp_path, s
                 "the jobs were not submitted")
     os.killpg(sweep.pid, signal.SIGHUP)
     _, err = sweep.communicate(timeout=180)
-    assert sweep.returncode == 130, err
+    assert sweep.returncode == 129, err
     assert "2 SLURM job(s) left queued or running (slurm.on_interrupt: keep)" in err
     assert [r[2] for r in _rows(db)] == [None, None]  # open, with their job ids
     again = run_dlbs("run", *spec, timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("re-attaching to SLURM job") == 2
     assert sorted((r[1], r[2]) for r in _rows(db)) == [(1, "ok"), (1, "ok")]
+    assert _progress(again.stderr) == [(1, 2), (2, 2)], again.stderr
+
+
+SLOW_SBATCH = """#!/bin/sh
+# sbatch, held back until the test says go: a Ctrl-C can come while it runs.
+touch '{started}'
+while [ ! -e '{go}' ]; do sleep 0.05; done
+exec {sbatch} "$@"
+"""
+
+
+def test_a_ctrl_c_of_the_terminal_never_kills_sbatch_half_way(tmp_path, slurm_cluster):
+    bin_dir, started, go = tmp_path / "bin", tmp_path / "started", tmp_path / "go"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "sbatch"
+    wrapper.write_text(SLOW_SBATCH.format(started=started, go=go,
+                                          sbatch=shutil.which("sbatch")))
+    wrapper.chmod(0o755)
+    sweep = _background(tmp_path, *DUMMY, "-P", "dummy.sleep=2",
+                        env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    try:
+        _wait_until(started.exists, "sbatch was not called")
+        # A terminal's Ctrl-C goes to its whole foreground group: dlbs and its children.
+        os.killpg(sweep.pid, signal.SIGINT)
+    finally:
+        go.touch()
+    _, err = sweep.communicate(timeout=180)
+    assert sweep.returncode == 130, err
+    ((_, _, status, job_id),) = _rows(tmp_path / "logs" / "results.db")
+    # sbatch went on and submitted; dlbs then cancelled the job it knows of.
+    assert status == "interrupted", err
+    assert job_id and job_id.isdigit()
+    assert set(_states([job_id]).values()) <= {"CANCELLED"}
+
 
 
 def test_out_of_memory_cancels_the_queued_larger_batches(run_dlbs, tmp_path, slurm_cluster):
