@@ -1,20 +1,22 @@
 """How long `dlbs report` and `dlbs compare` take over a store of 100,000 experiments.
 
     .venv/bin/python bench/report_speed.py [--experiments 100000] [--batches 100]
-        [--folder /tmp/dlbs-report-speed] [--repeat 3]
+        [--folder /tmp/dlbs-report-speed] [--repeat 5] [--phases]
 
-Builds two results databases in FOLDER (kept and reused when they hold the asked size):
-`base.db`, and `new.db` with the same experiments measured again, 1% of them planted 10%
-slower. An experiment is a real plan's experiment (examples/gpu_scaling.yaml, about 60
-parameters) varied over 25 models, 4 replica batches, 1/2/4/8 GPUs and a user axis `trial`,
-with its id computed as the planner computes it, 100 per-batch times and 10 warm-up batches
-as the PyTorch backend prints them.
+Builds two results databases in FOLDER (kept and reused when they hold the asked size; an
+older schema is migrated on the way): `base.db`, and `new.db` with the same experiments
+measured again, 1% of them planted 10% slower. An experiment is a real plan's experiment
+(examples/gpu_scaling.yaml, about 60 parameters) varied over 25 models, 4 replica batches,
+1/2/4/8 GPUs and a user axis `trial`, with its id computed as the planner computes it, 100
+per-batch times and 10 warm-up batches as the PyTorch backend prints them.
 
-Then times, as a user waits for them (a subprocess each, best of --repeat):
+Then times, as a user waits for them (a subprocess each, --repeat times):
   dlbs report base.db --type weak -o OUT.txt
   dlbs report base.db --type regular --format csv -o OUT.csv
   dlbs compare base.db new.db -o OUT.txt          (exit 1: the planted slowdowns)
-and prints the numbers (wall and CPU time) with the machine and its load average.
+and prints, per command, the best wall time with the load average at that run and the best
+CPU time (user + system, which waiting for a core on a shared machine does not inflate).
+`--phases` also times a report in-process: reading, building the table, rendering.
 """
 
 from __future__ import annotations
@@ -134,13 +136,15 @@ def build(path: Path, items: list[dict], batches: int, seed: int, slow: set[int]
           f"{path.stat().st_size / 2**20:.0f} MiB", flush=True)
 
 
-def timed(command: list[str], repeat: int, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """Best wall time and best CPU time (user + system) of `command` over `repeat` runs.
+def timed(command: list[str], repeat: int,
+          ok: tuple[int, ...] = (0,)) -> tuple[float, float, float]:
+    """Best wall time, the load average at that run, best CPU time of `repeat` runs.
 
-    A subprocess each, as a user runs it. On a shared machine the wall time includes
-    waiting for a core; the CPU time is what the command itself used.
+    CPU time is user + system. A subprocess each, as a user runs it. On a shared machine
+    the wall time includes waiting for a core; the CPU time is what the command itself used.
     """
     best_wall = best_cpu = float("inf")
+    load = 0.0
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         began = time.perf_counter()
@@ -150,8 +154,28 @@ def timed(command: list[str], repeat: int, ok: tuple[int, ...] = (0,)) -> tuple[
         if done.returncode not in ok:
             raise SystemExit(f"{' '.join(command)}: exit {done.returncode}\n{done.stderr}")
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        best_wall, best_cpu = min(best_wall, elapsed), min(best_cpu, cpu)
-    return best_wall, best_cpu
+        if elapsed < best_wall:
+            best_wall, load = elapsed, os.getloadavg()[0]
+        best_cpu = min(best_cpu, cpu)
+    return best_wall, load, best_cpu
+
+
+def phases(database: Path) -> str:
+    """A weak report of `database` in this process: CPU seconds of each step."""
+    from dlbs.report import Options, build_report, render
+    from dlbs.results.sources import load_attempts
+    from dlbs.util.gc import no_cyclic_gc
+
+    with no_cyclic_gc():
+        began = time.process_time()
+        attempts = load_attempts([database])
+        read = time.process_time()
+        report = build_report(attempts, Options(kind="weak"))
+        built = time.process_time()
+        render(report, "text")
+        rendered = time.process_time()
+    return (f"in-process weak report: reading {read - began:.2f} s, building "
+            f"{built - read:.2f} s, rendering {rendered - built:.2f} s (CPU)")
 
 
 def main() -> None:
@@ -160,7 +184,9 @@ def main() -> None:
     parser.add_argument("--experiments", type=int, default=100_000)
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--folder", default="/tmp/dlbs-report-speed")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--phases", action="store_true",
+                        help="also time a weak report's steps in-process")
     args = parser.parse_args()
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -187,11 +213,13 @@ def main() -> None:
           f"Python {platform.python_version()}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for name, (command, ok) in runs.items():
-        wall, cpu = timed(command, args.repeat, ok)
-        print(f"{name:52s} wall {wall:6.2f} s, CPU {cpu:6.2f} s (best of {args.repeat})",
-              flush=True)
+        wall, load, cpu = timed(command, args.repeat, ok)
+        print(f"{name:52s} wall {wall:6.2f} s (load {load:4.2f}), CPU {cpu:6.2f} s "
+              f"(best of {args.repeat})", flush=True)
     compare_text = (folder / "compare.txt").read_text()
     print(compare_text.splitlines()[0])
+    if args.phases:
+        print(phases(folder / "base.db"))
 
 
 if __name__ == "__main__":

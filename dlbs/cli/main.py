@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from dlbs import __version__
 from dlbs.errors import DlbsError
 
 # command -> (module, one-line help)
@@ -37,6 +36,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Version(argparse.Action):
+    """`--version`, reading the version only when asked (see dlbs/__init__.py)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from dlbs import __version__
+
+        print(f"dlbs {__version__}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in the project's one-line format."""
 
@@ -49,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only `command`'s module is imported to add its arguments."""
     parser = _Parser(prog="dlbs", description="Deep-learning benchmarking suite.")
-    parser.add_argument("--version", action="version", version=f"dlbs {__version__}")
+    parser.add_argument("--version", action=_Version, help="show dlbs's version and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.errors import ResultsError
     from dlbs.report.plot import Chart, chart, save
     from dlbs.report.select import Filter
-    from dlbs.results.sources import Detail, load_experiments
+    from dlbs.results.sources import Detail, load_attempts, load_experiments
     from dlbs.util.atomic import atomic_write
 
     fmt = os.path.splitext(args.output)[1].lower().lstrip(".")
@@ -46,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
     request = Chart(preset=args.preset, x=args.x, y=args.y, series=args.series,
                     kind=args.kind, filters=[Filter.parse(text) for text in args.filters],
                     latest=args.latest, experiment=args.experiment, title=args.title)
-    # The monitor's series are number lists, which summaries leave out.
-    detail = Detail() if args.preset == "monitor" else Detail(summaries=True, all_attempts=True)
-    records = load_experiments(args.inputs, detail).records
-    atomic_write(args.output, save(chart(records, request), fmt))
+    # The monitor's series are number lists, which only whole records hold; the other
+    # charts are reports drawn, read as columns.
+    source = load_experiments(args.inputs, Detail()).records if args.preset == "monitor" \
+        else load_attempts(args.inputs)
+    atomic_write(args.output, save(chart(source, request), fmt))
     print(f"dlbs plot: wrote {args.output}", file=sys.stderr)
     return 0

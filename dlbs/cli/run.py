@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if report.problems:
             raise ConfigError(f"the plan is not valid: {report.problems[0]}",
                               hint="`dlbs validate` lists every problem")
-    sweep = Sweep(experiments, _reporter(args.progress))
+    sweep = Sweep(experiments, _reporter(args.progress, _Terminal(sys.stderr)))
     if args.dry_run:
         previews = sweep.preview()
         for warning in sweep.warnings:
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         summary = sweep.run()
     finally:
         sweep.reporter.close()
-    _print_summary(summary)
+    _print_summary(summary, sweep.reporter.stream)
+    if sweep.reporter.stream.gone:  # nothing can be said any more; exit with the status
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
     return summary.exit_status
 
 
@@ -103,10 +106,50 @@ def _print_preview(previews: list[Any], output_format: str) -> None:
           f"(--format json shows each exact request)")
 
 
-def _reporter(mode: str) -> Any:
-    if mode == "bar" or (mode == "auto" and sys.stderr.isatty()):
-        return BarReporter()
-    return LineReporter()
+class _Terminal:
+    """Standard error that may go away mid-sweep, and the sweep must go on stopping cleanly.
+
+    When the terminal closes (SIGHUP), writes to it fail (EIO): they are dropped from then
+    on (`gone`), so that the sweep still stops its experiments and records every attempt.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError):
+                self.gone = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.gone = True
+
+    def isatty(self) -> bool:
+        try:
+            return bool(self.stream.isatty())
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+
+def _reporter(mode: str, stream: _Terminal) -> Any:
+    if mode == "bar" or (mode == "auto" and stream.isatty()):
+        return BarReporter(stream)
+    return LineReporter(stream)
 
 
 def _describe(experiment: dict[str, Any]) -> str:
@@ -119,7 +162,8 @@ def _describe(experiment: dict[str, Any]) -> str:
 class LineReporter:
     """A line per experiment on stderr: for logs, CI and pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: _Terminal | None = None) -> None:
+        self.stream = stream or _Terminal(sys.stderr)
         self.total = 0
         self.done = 0
 
@@ -135,10 +179,10 @@ class LineReporter:
         detail = f" ({message})" if message and status != "unchanged" else ""
         where = f" {log_path}" if log_path else ""
         print(f"[{self.done}/{self.total}] {status:11} {_describe(experiment)} "
-              f"{seconds:.1f}s{where}{detail}", file=sys.stderr, flush=True)
+              f"{seconds:.1f}s{where}{detail}", file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"dlbs: {text}", file=sys.stderr, flush=True)
+        print(f"dlbs: {text}", file=self.stream, flush=True)
 
     def close(self) -> None:
         pass
@@ -147,8 +191,8 @@ class LineReporter:
 class BarReporter(LineReporter):
     """A rich progress bar: done, failed, skipped, left and the ETA."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, stream: _Terminal | None = None) -> None:
+        super().__init__(stream)
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -159,7 +203,7 @@ class BarReporter(LineReporter):
             TimeRemainingColumn,
         )
 
-        self.console = Console(stderr=True)
+        self.console = Console(file=self.stream)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
                                  TimeElapsedColumn(), TimeRemainingColumn(),
@@ -195,13 +239,13 @@ class BarReporter(LineReporter):
             self.progress.stop()
 
 
-def _print_summary(summary: Any) -> None:
+def _print_summary(summary: Any, stream: _Terminal) -> None:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.counts.items()))
     stopped = ""
     if summary.interrupted:
         stopped = f" (interrupted by {summary.stopped_by})" if summary.stopped_by \
             else " (interrupted)"
-    print(f"dlbs: {counts or 'nothing to run'}{stopped}", file=sys.stderr)
+    print(f"dlbs: {counts or 'nothing to run'}{stopped}", file=stream)
     for experiment, status, message, log_path in summary.failures:
         print(f"  {status}: {_describe(experiment)}: {message} (log: {log_path})",
-              file=sys.stderr)
+              file=stream)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -98,31 +98,6 @@ def device_model(record: Record) -> str | None:
     return None if model is None else str(model)
 
 
-def value_of(record: Record, key: str) -> Any:
-    """The value of `key` for an attempt: a parameter or result, or `env.*` from its host."""
-    if key[:4] == ENV_PREFIX:
-        if key == DEVICE_MODEL:
-            return device_model(record)
-        return record.environment.get(key[len(ENV_PREFIX):])
-    return record.experiment.get(key)
-
-
-class JsonKey(NamedTuple):
-    """A list or object as a dict key: its canonical JSON (never equal to a plain string).
-
-    A tuple, so that hashing and comparing run in C (100,000s of them in a large report).
-    """
-
-    text: str
-
-
-def hashable(value: Any) -> Any:
-    """`value` as a dict key: lists and objects as a JsonKey of their canonical JSON."""
-    if isinstance(value, list | dict):
-        return JsonKey(exact_json.dumps(value, sort_keys=True))
-    return value
-
-
 def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
     """What makes two attempts one experiment.
 
@@ -141,7 +116,7 @@ def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
 # -- the same over columns (results/columns.py): what reports and comparisons use -----------
 
 def column_of(attempts: Attempts, key: str) -> Column:
-    """`key` over `attempts`, as `value_of` reads it (the device model computed)."""
+    """`key` over `attempts`; `env.*` from their environment, the device model computed."""
     if key == DEVICE_MODEL:
         return attempts.derived(DEVICE_MODEL, _device_models)
     return attempts.column(key)

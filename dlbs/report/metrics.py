@@ -17,7 +17,7 @@ import numpy as np
 
 from dlbs.errors import ResultsError
 from dlbs.report.identity import column_of, has_value_of, numbers_of
-from dlbs.results.columns import Attempts, Record
+from dlbs.results.columns import Attempts
 
 MEAN, MAX, MIN = "mean", "max", "min"
 SPEEDUP, EFFICIENCY = "speedup", "efficiency"
@@ -177,10 +177,3 @@ def combine_cells(attempts: Attempts, members: np.ndarray, starts: np.ndarray,
                         values.others[cell] = value
                         break
     return values
-
-
-def combine(metric_: Metric, attempts: Sequence[Record]) -> Any:
-    """The value of `metric_` over attempt records (see the module); None if none has it."""
-    values = combine_cells(Attempts.of_records(attempts), np.arange(len(attempts)),
-                           np.array([0, len(attempts)]), metric_)
-    return values.get(0) if len(attempts) else None

@@ -27,7 +27,7 @@ from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
 from dlbs.report.render import key_text
 from dlbs.report.select import Filter
 from dlbs.report.tables import SCALING, Options, Report, build_report
-from dlbs.results.sources import Record
+from dlbs.results.columns import Attempts, Record
 from dlbs.results.usage import PREFIX as USE_PREFIX
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ class Chart:
     title: str | None = None
 
 
-def chart(records: Sequence[Record], request: Chart) -> Figure:
-    """The figure `request` describes, from attempt records (summaries, or full for monitor)."""
+def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
+    """The figure `request` describes, from attempts (the monitor preset: whole records)."""
     if request.kind not in KINDS:
         raise ResultsError(f"unknown chart kind {request.kind!r}; expected line or bar")
     if request.preset is not None:
@@ -77,6 +77,8 @@ def chart(records: Sequence[Record], request: Chart) -> Figure:
             return scaling_figure(report, request.title)
         if request.preset == "latency":
             return latency_figure(records, request)
+        if isinstance(records, Attempts):
+            raise TypeError("the monitor preset reads whole records (Detail()), not columns")
         return monitor_figure(records, request)
     if not request.x or not request.y:
         raise ResultsError("a chart needs --x KEY and --y results.X, or a --preset",
@@ -194,7 +196,7 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
     return figure
 
 
-def latency_figure(records: Sequence[Record], request: Chart) -> Figure:
+def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figure:
     """Latency percentiles against the achieved QPS: one point per experiment."""
     report = build_report(records, Options(kind="regular", filters=request.filters,
                                            latest=request.latest,

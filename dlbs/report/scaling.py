@@ -8,7 +8,6 @@ each row; a row without it has no speedup or efficiency.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -16,15 +15,8 @@ import numpy as np
 from dlbs.results.columns import Attempts
 
 
-def scale_of(experiment: dict[str, Any]) -> int:
-    """The GPU count; on CPU (0 GPUs) the replica count, i.e. the nodes (DLBS's definition)."""
-    return count(experiment.get("exp.num_gpus")) or \
-        count(experiment.get("exp.num_replicas")) or \
-        count(experiment.get("exp.num_nodes")) or 1
-
-
 def scales(attempts: Attempts, rows: np.ndarray) -> np.ndarray:
-    """`scale_of` of the attempts `rows`."""
+    """The GPU count of the attempts `rows`; on CPU (0 GPUs) the replicas (DLBS's nodes)."""
     found = np.zeros(len(rows), dtype=np.int64)
     for key in ("exp.num_gpus", "exp.num_replicas", "exp.num_nodes"):
         column = attempts.column(key)
@@ -72,12 +64,6 @@ def scale_label(devices: set[str]) -> str:
     if "cpu" in devices:
         return "GPUs (replicas on CPU)"
     return "GPUs"
-
-
-def positive(value: Any) -> bool:
-    """A finite number above 0 (not a bool)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
 
 
 def count(value: Any) -> int:

@@ -696,6 +696,22 @@ class ResultsStore:
                 "SELECT rowid, summary FROM attempts WHERE instr(summary, ?) > 0",
                 (containing,)).fetchall()
 
+    def summary_values(self, key: str) -> list[tuple[int, str]] | None:
+        """(rowid, the JSON text of summary[key]) of the attempts whose summary has `key`.
+
+        None where SQLite cannot pick the value out (no `->` operator before 3.38, a key
+        that its JSON paths cannot spell): read `summary_texts` instead.
+        """
+        if '"' in key or "\\" in key:
+            return None
+        try:
+            rows = self._conn.execute(
+                "SELECT rowid, summary -> ? FROM attempts WHERE instr(summary, ?) > 0",
+                (f'$."{key}"', exact_json.dumps(key))).fetchall()
+        except sqlite3.OperationalError:
+            return None
+        return [(rowid, text) for rowid, text in rows if text is not None]
+
     def samples_of(self, rowids: Sequence[int]) -> dict[int, np.ndarray | None]:
         """Per-batch times by rowid (None for an attempt that has none)."""
         found: dict[int, np.ndarray | None] = {}

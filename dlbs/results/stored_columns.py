@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from dlbs.errors import ResultsError
 from dlbs.results import schema, stats
 from dlbs.results.columns import MISSING, Column, Record, finite_numbers
 from dlbs.results.store import STARTED, ResultsStore
-from dlbs.results.view_codes import ABSENT, KEY_SHIFT, NULL, VALUE_MASK
+from dlbs.results.view_codes import ABSENT, FIRST_VALUE, KEY_SHIFT, NULL, VALUE_MASK
 from dlbs.util import exact_json
 
 _FIELD = {name: index for index, name in enumerate(schema.REPORT_FIELDS)}
@@ -46,36 +47,56 @@ class StorePart:
             store.close()
             raise
         self.size = len(rows)
+        try:
+            self._read_rows(rows, stored_bases)
+        except (TypeError, ValueError, KeyError) as error:
+            # Rows that dlbs did not write (SQL by hand, a damaged file): one clear error.
+            raise ResultsError(
+                f"results database {path}: cannot read the report columns of its attempts "
+                f"({type(error).__name__}: {error})",
+                hint="the rows were changed by something else than dlbs; `dlbs parse` reads "
+                     "the raw columns") from error
+        self._key_ids = {name: key_id for key_id, name in self._key_names.items()}
+        self._decoded: dict[int, tuple[list[Any], list[str | None]]] = {}
+        self._preloaded = False
+        self._largest: dict[int, int] = {}    # key id -> the largest value number used
+        self._summary_columns: dict[str, Column] = {}
+        self._columns: dict[str, Column] = {}
+
+    def _read_rows(self, rows: list[tuple[int, bytes, bytes]],
+                   stored_bases: dict[int, bytes]) -> None:
+        """Arrays of the report rows and codes (see the module); raises on damaged rows."""
+        width = len(schema.REPORT_FIELDS)
         self._rowids = np.array([row[0] for row in rows], dtype=np.int64)
-        self._report = np.frombuffer(b"".join([row[1] for row in rows]), dtype="<f8").reshape(
-            self.size, len(schema.REPORT_FIELDS))
+        report_rows = [row[1] for row in rows]
+        if (np.fromiter(map(len, report_rows), dtype=np.intp, count=self.size) != width * 8
+                ).any():
+            raise ValueError("a report row of the wrong size")
+        self._report = np.frombuffer(b"".join(report_rows), dtype="<f8").reshape(
+            self.size, width)
         codes = [row[2] for row in rows]
-        del rows
         recency = self._field("recency")
         self.recency = np.where(np.isnan(recency), 0.0, recency)
         # The differences, grouped by key (a stable counting sort keeps each key's rows in
         # order): key id -> where its entries start and end in _entry_rows/_entry_numbers.
-        lengths = np.fromiter(map(len, codes), dtype=np.intp, count=self.size) // 8
+        sizes = np.fromiter(map(len, codes), dtype=np.intp, count=self.size)
+        if (sizes % 8).any():
+            raise ValueError("parameter codes of the wrong size")
         flat = np.frombuffer(b"".join(codes), dtype="<i8")
         keys = flat >> KEY_SHIFT
         order = np.argsort(keys.astype(np.int16 if len(self._key_names) < 1 << 15
                                        else np.int64), kind="stable")
-        self._entry_rows = np.repeat(np.arange(self.size), lengths)[order]
+        self._entry_rows = np.repeat(np.arange(self.size), sizes // 8)[order]
         self._entry_numbers = (flat[order] & VALUE_MASK).astype(np.intp)
         counts = np.bincount(keys, minlength=max(self._key_names, default=0) + 1)
         ends = np.cumsum(counts)
         self._delta = {key_id: (int(ends[key_id] - counts[key_id]), int(ends[key_id]))
                        for key_id in np.flatnonzero(counts).tolist()}
-        base_ids, self._base_of_row = np.unique(self._field("param_base").astype(np.int64),
-                                                return_inverse=True)
-        self._base_of_row = self._base_of_row.reshape(-1)
-        self._bases = [_base_numbers(stored_bases.get(int(base_id), b""))
+        base_ids, base_of_row = np.unique(self._field("param_base").astype(np.int64),
+                                          return_inverse=True)
+        self._base_of_row = base_of_row.reshape(-1)
+        self._bases = [_base_numbers(stored_bases[int(base_id)])
                        for base_id in base_ids.tolist()]
-        self._key_ids = {name: key_id for key_id, name in self._key_names.items()}
-        self._decoded: dict[int, tuple[list[Any], list[str | None]]] = {}
-        self._preloaded = False
-        self._summary_columns: dict[str, Column] = {}
-        self._columns: dict[str, Column] = {}
 
     # -- columns.Part ---------------------------------------------------------------------
 
@@ -204,17 +225,33 @@ class StorePart:
                       find=lambda text: self._find(key_id, text))
 
     def _decode(self, key_id: int) -> tuple[list[Any], list[str | None]]:
+        """Values and texts of a key by value number (checked to hold every number used)."""
         if not self._preloaded:
             self._preload()
         found = self._decoded.get(key_id)
         if found is None:
-            found = self._decoded[key_id] = _decoded(self._store.view_values(key_id))
+            found = self._decoded[key_id] = self._checked(key_id,
+                                                          self._store.view_values(key_id))
         return found
+
+    def _checked(self, key_id: int,
+                 stored: list[tuple[int, str]]) -> tuple[list[Any], list[str | None]]:
+        try:
+            values, texts = _decoded(stored)
+        except (ValueError, TypeError, IndexError):   # not JSON, not a number
+            values, texts = [], []
+        # Values are numbered 2, 3, ... without gaps: all there up to the largest one used.
+        if len(stored) != len(texts) - FIRST_VALUE or self._largest.get(key_id, 0) >= len(texts):
+            raise ResultsError(
+                f"results database {self.path}: table param_values lacks values of "
+                f"{self._key_names.get(key_id)!r}",
+                hint="the database was changed by something else than dlbs")
+        return values, texts
 
     def _preload(self) -> None:
         """The values of every key with few of them, in one query (most keys of a sweep)."""
         self._preloaded = True
-        largest: dict[int, int] = {}
+        largest = self._largest = {}
         for base in self._bases:
             for key_id, number in base.items():
                 largest[key_id] = max(largest.get(key_id, 0), number)
@@ -227,7 +264,7 @@ class StorePart:
         for key_id, number, text in self._store.view_values_of(small):
             stored[key_id].append((number, text))
         for key_id, values in stored.items():
-            self._decoded[key_id] = _decoded(values)
+            self._decoded[key_id] = self._checked(key_id, values)
 
     def _find(self, key_id: int, text: str) -> int | None:
         if key_id in self._decoded:
@@ -239,13 +276,20 @@ class StorePart:
         """A key of the JSON summaries (a result without a column of its own)."""
         column = self._summary_columns.get(key)
         if column is None:
-            needle = exact_json.dumps(key)   # the key as the JSON text holds it
-            stored = self._store.summary_texts(needle)
             values: list[Any] = [MISSING] * self.size
-            for position, text in self._positions(stored):
-                summary = exact_json.loads(text)
-                if isinstance(summary, dict):
-                    values[position] = summary.get(key, MISSING)
+            picked = self._store.summary_values(key)
+            if picked is not None:   # SQLite picked each value out: parse only those
+                decoded: dict[str, Any] = {}
+                for position, text in self._positions(picked):
+                    if text not in decoded:
+                        decoded[text] = exact_json.loads(text)
+                    values[position] = decoded[text]
+            else:
+                needle = exact_json.dumps(key)   # the key as the JSON text holds it
+                for position, text in self._positions(self._store.summary_texts(needle)):
+                    summary = exact_json.loads(text)
+                    if isinstance(summary, dict):
+                        values[position] = summary.get(key, MISSING)
             column = self._summary_columns[key] = Column.of(values)
         return column
 

@@ -16,8 +16,9 @@ This thread alone touches the results stores. Ctrl-C, SIGTERM and SIGHUP all bec
 request (`dlbs.run.interrupts`): running processes and containers are stopped, SLURM jobs
 are cancelled or left to re-attach (`slurm.on_interrupt`), and the sweep ends with 128 + the
 signal's number (130, 143, 129); a second signal stops without waiting for graceful ends.
-An attempt whose log cannot be created or written (a full disk, a name too long, a file in
-the way) is recorded as a failure with the reason, and the sweep goes on.
+A log that cannot be one (a device, a link, a file where a folder should be, a name too long)
+stops the sweep before it starts; an attempt whose log cannot be created or written when its
+turn comes (a full disk) is recorded as a failure with the reason, and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from dlbs.errors import ConfigError, LaunchError, ResultsError
+from dlbs.errors import ConfigError, LaunchError, OutputError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch, host_access
@@ -472,7 +473,7 @@ class Sweep:
                                    f"({flights.active} job(s) in flight; next try when one "
                                    f"ends, or in {delay:g} s)")
                 continue
-            except LaunchError as error:
+            except (LaunchError, OutputError) as error:  # OutputError: its job script
                 for attempt in group:
                     self._finish(attempt, Outcome("failure", f"could not start: "
                                                              f"{error.message}"))

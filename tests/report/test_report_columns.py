@@ -1,5 +1,8 @@
-"""Reports and comparisons over columns: a database and the logs of the same attempts give
-the same report, in every format; numbers are written as Python writes them."""
+"""Reports and comparisons over columns agree with the attempts they read.
+
+A database and the logs of the same attempts give the same report, in every format; numbers
+are written as Python writes them.
+"""
 
 from __future__ import annotations
 
@@ -50,9 +53,10 @@ def _write(folder: Path, items: list[dict[str, Any]]) -> tuple[Path, Path]:
             results = {"results.status": item["status"], "results.end_time": ended}
             if item["status"] == "ok":
                 results["results.time_data"] = item["samples"]
-            write_log(logs / f"{exp_id}.{number}.log", {**params, **results})
+            # Named so that the folder is read in the order the database was written.
+            log = write_log(logs / f"{index:03d}-{exp_id}.{number}.log", {**params, **results})
             store.record_attempt(exp_id, number, params, item["status"], results=results,
-                                 at=ended)
+                                 at=ended, log_path=str(log))
     return logs, database
 
 
@@ -98,12 +102,12 @@ def test_a_comparison_of_databases_equals_one_of_logs(tmp_path: Path) -> None:
                           st.sampled_from([0.005, 0.015, 2.675, 1.005, 0.125, 1e15 + 0.25])),
                 min_size=1, max_size=20))
 def test_numbers_are_rounded_as_python_rounds_them(times: list[float]) -> None:
-    items = records(*[experiment("resnet50", 1, 32, time, exp_id=f"e{index}")
+    items = records(*[experiment("resnet50", 1, index + 1, time, exp_id=f"e{index}")
                       for index, time in enumerate(times)])
     report = build_report(items, Options(columns=["time"]))
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
-    by_id = {row["exp_id"]: row["time_ms"] for row in rows}
-    document = {row["exp_id"]: row["time_ms"] for row in report.records()}
+    written = {int(row["replica_batch"]): row["time_ms"] for row in rows}
+    document = {row["replica_batch"]: row["time_ms"] for row in report.records()}
     for index, time in enumerate(times):
-        assert by_id[f"e{index}"] == str(round(float(time), 2))
-        assert document[f"e{index}"] == round(float(time), 2)
+        assert written[index + 1] == str(round(float(time), 2))
+        assert document[index + 1] == round(float(time), 2)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers_results import dlbs_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +133,28 @@ def test_a_database_and_its_records_read_alike(tmp_path: Path) -> None:
     assert part.uniform("exp.model") == (int(model.codes[0]), True)
     assert part.uniform("env.gpu_model") is None
     assert np.array_equal(part.latest_rows(), [1])
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("UPDATE attempts SET report_row = NULL", "cannot read the report columns"),
+    ("UPDATE attempts SET report_row = x'00'", "cannot read the report columns"),
+    ("UPDATE attempts SET param_codes = x'0000'", "cannot read the report columns"),
+    ("DELETE FROM param_bases", "cannot read the report columns"),
+    ("DELETE FROM param_values", "table param_values lacks values"),
+    ("UPDATE param_values SET value = 'not json'", "table param_values lacks values"),
+])
+def test_a_damaged_database_is_one_error(tmp_path: Path, damage: str, message: str) -> None:
+    path = tmp_path / "results.db"
+    _store(path, [{"exp_id": "e1", "status": "ok", "params": {"exp.model": "m"},
+                   "results": {"results.time": 5.0}, "samples": None, "environment": {},
+                   "minute": 1}])
+    connection = sqlite3.connect(path)
+    connection.execute(damage)
+    connection.commit()
+    connection.close()
+    result = dlbs_cli("report", str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"dlbs: error: results database {path}: ") and message in first, \
+        result.stderr
+    assert "Traceback" not in result.stderr

@@ -153,3 +153,58 @@ def test_kill_9_of_dlbs_then_the_next_run_stops_what_it_left(run_dlbs, tmp_path)
     assert "the next dlbs run stopped what it left running: 2 processes" in old[3]
     assert (f"stopped 2 processes (python, sleep), left running by a dlbs run that died "
             f"(experiment {old[0]}, attempt 1)") in result.stderr
+
+
+def test_the_terminal_going_away_stops_the_sweep_and_loses_nothing(tmp_path):
+    """SIGHUP as a real terminal sends it: the pty's master closes, writes to it fail after."""
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+
+    def take_the_terminal() -> None:  # in the child, after setsid: the pty becomes its tty
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "dlbs.cli.main", "run", *DUMMY, *LONG,
+         "-V", "exp.replica_batch=[1, 2]"], cwd=tmp_path, stdin=slave, stdout=slave,
+        stderr=slave, start_new_session=True, preexec_fn=take_the_terminal)
+    os.close(slave)
+    reader = _Drain(master)
+    try:
+        benchmark = _running_benchmark(tmp_path)
+        reader.close_terminal()  # the kernel hangs the session up: SIGHUP
+        sweep.wait(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+        reader.close_terminal()
+    assert sweep.returncode == 129
+    ((_, _, state, message),) = attempts(tmp_path / "logs" / "results.db")
+    assert state == "interrupted" and message.startswith("interrupted: dlbs run got SIGHUP")
+    wait_until(lambda: not _alive(benchmark), "the benchmark outlived dlbs", limit=30)
+
+
+class _Drain:
+    """Reads a pty's master side in the background (a full pty would block the writer)."""
+
+    def __init__(self, master: int) -> None:
+        import threading
+
+        self.master: int | None = master
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while self.master is not None:
+            try:
+                if not os.read(self.master, 65536):
+                    return
+            except OSError:
+                return
+
+    def close_terminal(self) -> None:
+        if self.master is not None:
+            master, self.master = self.master, None
+            os.close(master)

@@ -270,3 +270,19 @@ def test_the_cluster_workflow_runs_from_parameters(run_dlbs, tmp_path, slurm_clu
     assert failing.returncode == 1
     assert "slurm.prologue failed" in "".join(
         p.read_text() for p in (tmp_path / "logs").glob("*other*.log"))
+
+
+def test_a_job_script_that_cannot_be_written_is_a_recorded_failure(run_dlbs, tmp_path,
+                                                                   slurm_cluster):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "blocked.log.sbatch").mkdir()  # where the job script would go
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0", "-V", 'exp.model=["a", "b"]',
+                      "-E", '{"condition": {"exp.model": "a"}, "parameters": '
+                            '{"exp.log_file": "logs/blocked.log", "slurm.mem": "100M"}}',
+                      timeout=300)  # a request of its own: a job of its own, not an array
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    by_status = {row[2]: row[3] for row in attempts(tmp_path / "logs" / "results.db")}
+    assert set(by_status) == {"failure", "ok"}  # the sweep went on
+    assert by_status["failure"].startswith(
+        f"could not start: cannot write {tmp_path}/logs/blocked.log.sbatch: it is a folder")
