@@ -164,23 +164,22 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
         members])
     cell_of = np.repeat(np.arange(len(selection.measured)), np.diff(selection.member_starts))
     models, versions = column_of(attempts, "exp.model"), column_of(attempts, "exp.framework_ver")
-    found: dict[int, dict[str, Any]] = {}
-    for position in np.flatnonzero(recorded).tolist():
-        entry = found.get(int(groups[position]))
-        member = members[position]
-        if entry is None:
-            environment = {key[len(ENV_PREFIX):]: column_of(attempts, key).values[
-                column_of(attempts, key).codes[member]] for key in names}
-            entry = found[int(groups[position])] = {
-                "environment": environment, "experiments": set(), "frameworks": set(),
-                "models": set()}
-        entry["experiments"].add(int(cell_of[position]))
-        entry["models"].add(as_text(models.values[models.codes[member]]))
-        version = versions.values[versions.codes[member]]
-        if version:
-            entry["frameworks"].add(str(version))
+    found: list[dict[str, Any]] = []
+    # Environments in the order their first attempt was read.
+    distinct, first = np.unique(groups[recorded], return_index=True)
+    for group in distinct[np.argsort(first, kind="stable")].tolist():
+        mine = members[recorded & (groups == group)]
+        cells = cell_of[recorded & (groups == group)]
+        environment = {key[len(ENV_PREFIX):]: column_of(attempts, key).values[
+            column_of(attempts, key).codes[mine[0]]] for key in names}
+        found.append({
+            "environment": environment, "experiments": len(np.unique(cells)),
+            "models": {as_text(models.values[code])
+                       for code in np.unique(models.codes[mine]).tolist()},
+            "frameworks": {str(versions.values[code]) for code in
+                           np.unique(versions.codes[mine]).tolist() if versions.values[code]}})
     rows = []
-    for entry in found.values():
+    for entry in found:
         environment = entry["environment"]
         shown_models = sorted(entry["models"])
         shown = ", ".join(shown_models[:MAX_MODELS]) + (
@@ -188,7 +187,7 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
         values = [shown] + [as_text(environment.get(key)) or "-"
                             for key, _ in ENVIRONMENT_FIELDS]
         values.append(", ".join(sorted(entry["frameworks"])) or "-")
-        rows.append({"count": len(entry["experiments"]), "cells": values})
+        rows.append({"count": entry["experiments"], "cells": values})
     return headers, rows
 
 

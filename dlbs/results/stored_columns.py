@@ -287,7 +287,11 @@ class StorePart:
             else:
                 needle = exact_json.dumps(key)   # the key as the JSON text holds it
                 for position, text in self._positions(self._store.summary_texts(needle)):
-                    summary = exact_json.loads(text)
+                    try:
+                        summary = exact_json.loads(text)
+                    except ValueError as error:
+                        raise ResultsError(f"results database {self.path}: an attempt's "
+                                           f"summary is not JSON ({error})") from error
                     if isinstance(summary, dict):
                         values[position] = summary.get(key, MISSING)
             column = self._summary_columns[key] = Column.of(values)

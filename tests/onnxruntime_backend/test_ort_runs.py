@@ -152,3 +152,21 @@ def test_a_cache_file_that_holds_another_model_is_not_used(tmp_path):
     run = sensor_net(tmp_path)
     assert run.returncode == 2
     assert "is not the export it is named after" in run.values["results.status_msg"]
+
+
+def test_sigterm_while_timing_is_reported_as_a_failure(tmp_path):
+    model = write_linear_model(tmp_path / "linear.onnx")
+    argv = [sys.executable, str(BACKEND), "--model", "linear", "--forward_only", "--device",
+            "cpu", "--num_batches", "100000000", "--model_file", str(model)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=ROOT)
+    lines = []
+    for line in process.stdout:  # the setup line is printed just before the timed loop
+        lines.append(line)
+        if "graph_optimization_level=" in line:
+            break
+    process.terminate()
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert '__results.status__="failure"' in out
+    assert "terminated by signal 15" in out and "results.time" not in "".join(lines) + out

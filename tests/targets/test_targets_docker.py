@@ -244,12 +244,14 @@ def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker
 
 def test_on_start_gets_the_host_pid_of_the_containers_process(target, sink, experiment):
     seen = []
+    stop = threading.Event()
 
     def started(pid: int) -> None:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             seen.append(cmdline.read().split(b"\0")[:2])
+        stop.set()  # the container runs until it was looked at, however loaded the machine
 
-    outcome = target.run(make_invocation(experiment, ["sleep", "0.5"]), sink, 30,
-                         on_start=started)
-    assert outcome.status == "ok"
-    assert seen == [[b"sleep", b"0.5"]]
+    outcome = target.run(make_invocation(experiment, ["sleep", "300"]), sink, 120,
+                         on_start=started, stop=stop)
+    assert outcome.status == "interrupted"
+    assert seen == [[b"sleep", b"300"]]

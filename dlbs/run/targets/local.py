@@ -75,9 +75,8 @@ class LocalTarget(ProcessTarget):
         host = mark.get("host")
         if host != socket.gethostname():
             raise LaunchError(f"experiment {invocation.label} ran on host {host}, not here: "
-                              "what it left running there cannot be stopped from here",
-                              hint=f"look for processes with {TOKEN_VARIABLE}="
-                                   f"{mark.get('token')} in their environment on {host}")
+                              f"look there for processes with {TOKEN_VARIABLE}="
+                              f"{mark.get('token')} in their environment")
         if mark.get("boot") != boot_id():
             return []  # this host rebooted since: nothing of that run is left
         pid, start = mark.get("pid"), mark.get("start")

@@ -88,11 +88,23 @@ def _has_variable(pid: int, needle: bytes) -> bool:
 def find_tree(pid: int | None, start: int | None, variable: str, token: str
               ) -> dict[int, ProcessFacts]:
     """The processes of a recorded tree that still run: its group, and those with its mark."""
-    mine = {os.getpid(), os.getpgrp()}
-    found: dict[int, ProcessFacts] = {}
+    return _find(_confirmed_group(pid, start), variable, token)
+
+
+def _confirmed_group(pid: int | None, start: int | None) -> int | None:
+    """The recorded process group, when its leader still runs with the recorded start time.
+
+    Once confirmed, the number stays the group's while any member lives: the kernel never
+    gives a pid that is a live group's id to another process.
+    """
     leader = _running(pid) if pid else None
-    group = pid if leader is not None and leader.start == start else None
+    return pid if leader is not None and leader.start == start else None
+
+
+def _find(group: int | None, variable: str, token: str) -> dict[int, ProcessFacts]:
+    mine = {os.getpid(), os.getpgrp()}
     needle = b"\0" + f"{variable}={token}".encode() + b"\0" if token else b""
+    found: dict[int, ProcessFacts] = {}
     for candidate in _all_pids():
         if candidate in mine:
             continue
@@ -106,21 +118,29 @@ def find_tree(pid: int | None, start: int | None, variable: str, token: str
 
 
 def stop_tree(pid: int | None, start: int | None, variable: str, token: str,
-              grace: float) -> list[ProcessFacts]:
-    """Stop what `find_tree` finds (SIGTERM, then SIGKILL after `grace` s); what it found."""
-    found = find_tree(pid, start, variable, token)
-    if not found:
-        return []
-    _signal_each(found, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while _still_running(found) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _still_running(found):
-        _signal_each(found, signal.SIGKILL)
-        deadline = time.monotonic() + 10.0  # SIGKILL cannot be refused: only waits on the kernel
+              grace: float, rounds: int = 5) -> list[ProcessFacts]:
+    """Stop what `find_tree` finds (SIGTERM, then SIGKILL after `grace` s); what it found.
+
+    Looked for again after each round, up to `rounds` times: a shell loop or a launcher may
+    start new processes while the others are being stopped.
+    """
+    group = _confirmed_group(pid, start)
+    stopped: dict[int, ProcessFacts] = {}
+    for number in range(rounds):
+        found = _find(group, variable, token)
+        if not found:
+            break
+        stopped.update(found)
+        _signal_each(found, signal.SIGTERM if number == 0 else signal.SIGKILL)
+        deadline = time.monotonic() + (grace if number == 0 else 0.0)
         while _still_running(found) and time.monotonic() < deadline:
             time.sleep(0.05)
-    return sorted(found.values(), key=lambda process: process.pid)
+        if _still_running(found):
+            _signal_each(found, signal.SIGKILL)
+            deadline = time.monotonic() + 10.0  # SIGKILL cannot be refused: waits on the kernel
+            while _still_running(found) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    return sorted(stopped.values(), key=lambda process: process.pid)
 
 
 def _signal_each(found: dict[int, ProcessFacts], number: int) -> None:
