@@ -349,10 +349,22 @@ class _Harness:
         pass
 
     def _issue_here(self, samples: Sequence[Any]) -> None:
-        """Serve a query on LoadGen's thread, in batches, completing each when it is done."""
+        """Serve a query on LoadGen's thread, in batches, two in flight (see `submit`).
+
+        Each batch's samples are completed as soon as it has finished and the next batch
+        is started, so the device never waits for the host's bookkeeping. A query of one
+        batch (single_stream, multi_stream) is served and completed at once.
+        """
         try:
+            in_flight = None
             for start in range(0, len(samples), self.batch):
-                self._serve(samples[start:start + self.batch])
+                batch = samples[start:start + self.batch]
+                started = (batch, self._submit(batch))
+                if in_flight is not None:
+                    self._complete(*in_flight)
+                in_flight = started
+            if in_flight is not None:
+                self._complete(*in_flight)
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
@@ -362,27 +374,38 @@ class _Harness:
             self._wake.notify()
 
     def _serve_queue(self, calibrated: dict[str, float], ready: threading.Event) -> None:
-        """The server's thread: prepare, then batch whatever waits, up to `batch_size`."""
+        """The server's thread: prepare, then batch whatever waits, up to `batch_size`.
+
+        Two batches in flight, as in `_issue_here`: a finished batch is completed right
+        after the next one has started, or at once when nothing else waits.
+        """
         try:
             self.system.bind_thread()
             calibrated.update(self._prepare())
             ready.set()
+            in_flight = None
             while True:
                 with self._wake:
-                    while not self._pending and not self._stopping:
+                    while not self._pending and not self._stopping and in_flight is None:
                         self._wake.wait()
-                    if not self._pending:
-                        return
                     count = min(self.batch, len(self._pending))
                     batch = [self._pending.popleft() for _ in range(count)]
-                self._serve(batch)
+                if not batch and in_flight is None:
+                    return  # stopping, and nothing waits or runs
+                started = (batch, self._submit(batch)) if batch else None
+                if in_flight is not None:
+                    self._complete(*in_flight)
+                in_flight = started
         except BaseException as error:  # noqa: BLE001
             ready.set()
             self.abort(error)
 
-    def _serve(self, samples: Sequence[Any]) -> None:
-        indices = [sample.index for sample in samples]
-        answer = self.system.infer(indices, top=self.top)
+    def _submit(self, samples: Sequence[Any]) -> Callable[[], Any]:
+        return self.system.submit([sample.index for sample in samples], top=self.top)
+
+    def _complete(self, samples: Sequence[Any], wait: Callable[[], Any]) -> None:
+        """Wait for a started batch, then complete its samples with LoadGen."""
+        answer = wait()
         if self.accuracy is None or answer is None:
             self.lg.QuerySamplesComplete(
                 [self.lg.QuerySampleResponse(sample.id, 0, 0) for sample in samples])

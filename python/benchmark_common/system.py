@@ -7,7 +7,7 @@ dataset's first `total_samples` samples in its order, or distinct synthetic samp
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple  # noqa: UP035 - runs on the Python 3.8 of older images
+from typing import Callable, Optional, Sequence, Tuple  # noqa: UP035 - Python 3.8 too
 
 #: `infer(..., top=k)`'s answer: per sample, the k best classes (best first) and their
 #: probabilities (softmax of the model's output), each a sequence of k numbers.
@@ -40,6 +40,18 @@ class InferenceSystem:
         (fewer when the model has fewer classes); else return None.
         """
         raise NotImplementedError
+
+    def submit(self, indices: Sequence[int],
+               top: int = 0) -> Callable[[], Optional[TopK]]:  # noqa: UP006,UP045
+        """Start one batch and return a function that waits for it and gives `infer`'s answer.
+
+        The harness keeps two batches in flight: while the device computes one, the host
+        completes the previous batch's samples with LoadGen and starts the next, so that
+        neither side waits for the other (offline, server). A backend whose device runs
+        asynchronously overrides this; the default runs the batch to its end at once.
+        """
+        answer = self.infer(indices, top)
+        return lambda: answer
 
     def warm_up(self, batch_sizes: Sequence[int], repeats: int) -> None:
         """Run each batch size `repeats` times (compilation, autotuning, graph capture)."""

@@ -196,6 +196,28 @@ class TorchSystem(InferenceSystem):
         _synchronize(self.device)
         return None
 
+    def submit(self, indices: Sequence[int], top: int = 0) -> Callable[[], TopK | None]:
+        """Start a batch on the GPU and return at once; see `InferenceSystem.submit`.
+
+        The top classes are computed on the device right after the forward pass, in stream
+        order, so a CUDA graph's static output may be overwritten by the next batch.
+        """
+        if self.device.type != "cuda":
+            return super().submit(indices, top)
+        output = self.forward(self.batch(indices))
+        best = device_top_classes(output, top) if top else None
+        done = torch.cuda.Event()
+        done.record(torch.cuda.current_stream(self.device))
+
+        def wait() -> TopK | None:
+            done.synchronize()
+            if best is None:
+                return None
+            classes, chances = best
+            return classes.cpu().numpy(), chances.cpu().numpy()
+
+        return wait
+
     def warm_up(self, batch_sizes: Sequence[int], repeats: int) -> None:
         assert self.pool is not None
         example = self.batch(sorted(self.rows)[:max(batch_sizes)])
@@ -206,10 +228,16 @@ class TorchSystem(InferenceSystem):
             torch.cuda.set_device(self.device)  # the current device is per thread
 
 
-def top_classes(output: torch.Tensor, top: int) -> TopK:
-    """The `top` best classes and their softmax probabilities, as numpy arrays."""
+def device_top_classes(output: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `top` best classes and their softmax probabilities, where the output is."""
     probabilities = torch.softmax(output.float(), dim=1)
     chances, classes = probabilities.topk(min(top, probabilities.shape[1]), dim=1)
+    return classes, chances
+
+
+def top_classes(output: torch.Tensor, top: int) -> TopK:
+    """The `top` best classes and their softmax probabilities, as numpy arrays."""
+    classes, chances = device_top_classes(output, top)
     return classes.cpu().numpy(), chances.cpu().numpy()
 
 
