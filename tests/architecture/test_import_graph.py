@@ -184,3 +184,14 @@ def test_a_source_checkout_that_is_not_installed_finds_its_recipes(tmp_path):
     names, location = result.stdout.splitlines()
     assert names.startswith("['dummy', 'mxnet'") and names.endswith("dlbs.launchers.pytorch")
     assert location == str(tmp_path / "launchers" / "__init__.py")
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists the packages by hand (launchers maps into dlbs): none forgotten."""
+    import tomllib
+
+    declared = set(tomllib.loads((REPO / "pyproject.toml").read_text())
+                   ["tool"]["setuptools"]["packages"])
+    folders = {".".join(path.relative_to(REPO).parts) for path in (REPO / "dlbs").rglob("*")
+               if path.is_dir() and path.name != "__pycache__"}
+    assert folders | {"dlbs", "dlbs.launchers"} == declared
