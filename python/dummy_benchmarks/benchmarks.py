@@ -567,27 +567,10 @@ def synthetic_layers(opts, span, phase: str, start: float, length: float, level:
 
 
 def write_trace(path: str, meta: dict, events: list) -> None:
-    """The gzip-compressed Chrome trace, written to a temporary file and renamed over `path`."""
-    import gzip
-    import tempfile
+    """The gzip-compressed Chrome trace (benchmark_common.chrome_trace)."""
+    from benchmark_common.chrome_trace import write_trace as write_chrome_trace
 
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                         dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as packed:
-                packed.write(b'{"dlbs": ' + json.dumps(meta).encode() +
-                             b', "displayTimeUnit": "ms", "traceEvents": [\n')
-                packed.write(",\n".join(json.dumps(event) for event in events).encode())
-                packed.write(b"\n]}\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    write_chrome_trace(path, meta, events)
 
 
 #: Classes of the dummy "model" in the scenarios; a sample's class is its index modulo this.

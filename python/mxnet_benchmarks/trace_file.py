@@ -12,22 +12,21 @@ file: gzip-compressed, the `dlbs` metadata first, to a temporary file renamed ov
 
 from __future__ import annotations
 
-import gzip
-import json
-import math
-import os
-import tempfile
-from collections.abc import Iterable
 from typing import Any
 
-FORMAT_VERSION = 1
-STEP, PHASE, LAYER = "dlbs.step", "dlbs.phase", "dlbs.layer"
-SPAN_CATEGORIES = (STEP, PHASE, LAYER)
+from benchmark_common.chrome_trace import (  # noqa: F401 - write_trace: the writer
+    LAYER,
+    PHASE,
+    SPAN_CATEGORIES,
+    STEP,
+    Event,
+    write_trace,
+)
+
 _ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
 #: Ids above this are MXNet's hashes, renumbered.
 _LARGEST_ID = 2**31 - 1
 
-Event = dict[str, Any]
 
 
 def merge_events(spans: list[Event], profiled: list[Event]) -> list[Event]:
@@ -88,44 +87,3 @@ def nest_spans(events: list[Event], layers: dict[str, dict[str, str]]) -> None:
                 args["depth"] = len(enclosing)
                 args.update(layers.get(span["name"], {}))
             open_spans.append(span)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
-def _dumps(event: Event) -> str:
-    try:
-        return json.dumps(event, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(event), allow_nan=False)
-
-
-def write_trace(path: str, meta: dict[str, Any], events: Iterable[Event]) -> None:
-    """Write the trace (module doc); a failure leaves nothing at `path` but what was there."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                         dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as packed:
-                packed.write(f'{{"dlbs": {_dumps({"format": FORMAT_VERSION, **meta})}, '
-                             f'"displayTimeUnit": "ms", "traceEvents": [\n'.encode())
-                first = True
-                for event in events:
-                    packed.write((("" if first else ",\n") + _dumps(event)).encode())
-                    first = False
-                packed.write(b"\n]}\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

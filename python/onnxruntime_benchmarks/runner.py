@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import onnxruntime as ort
+from benchmark_common.protocol import time_statistics
 
 from .export import log
 from .models import resolve_model
 from .options import Options
-from .protocol import time_statistics
 from .session import make_session, make_step, synthetic_feeds
 from .timing import run_timed_loop
 

@@ -18,9 +18,10 @@ if __package__ in (None, ""):
     # Run as a script: make the package importable from the folder that holds it.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmark_common.protocol import emit, emit_failure, now_iso  # noqa: E402
+
 from pytorch_benchmarks.cli import FlagError, parse_options  # noqa: E402
 from pytorch_benchmarks.errors import UserError  # noqa: E402
-from pytorch_benchmarks.protocol import emit, emit_failure, now_iso  # noqa: E402
 
 
 class Terminated(BaseException):

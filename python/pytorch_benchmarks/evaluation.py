@@ -318,7 +318,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
 
 def _predict(spec: ModelSpec, opts: Options, device: torch.device, dtype: torch.dtype,
              memory_format: torch.memory_format, forward: Forward) -> None:
-    from .protocol import emit
+    from benchmark_common.protocol import emit
 
     if not spec.is_image_model:
         raise UserError(f"--predict classifies images; model {spec.model_id} takes input "

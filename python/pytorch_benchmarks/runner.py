@@ -9,13 +9,13 @@ from typing import Any
 import torch
 import torch._dynamo
 import torch.nn as nn
+from benchmark_common.protocol import time_statistics
 
 from . import distributed
 from .cli import Options
 from .data.sources import LoaderSource, SyntheticSource, make_loader_source
 from .errors import UserError
 from .models import ModelSpec, get_model_spec, load_model_file
-from .protocol import time_statistics
 from .steps import (
     Step,
     make_cuda_graph_step,

@@ -19,25 +19,25 @@ it without reading the events), to a temporary file that is renamed over the tar
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
-import math
-import os
-import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-FORMAT_VERSION = 1
+from benchmark_common.chrome_trace import (  # noqa: F401 - write_trace: the writer
+    LAYER,
+    PHASE,
+    SPAN_CATEGORIES,
+    STEP,
+    Event,
+    write_trace,
+)
+
 SEPARATOR = "::"
-STEP, PHASE, LAYER = "dlbs.step", "dlbs.phase", "dlbs.layer"
-SPAN_CATEGORIES = (STEP, PHASE, LAYER)
 KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 #: A parent sorts before a child that starts at the same time (steps hold phases hold layers).
 _ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
 #: Timestamps are microseconds with three decimals: spans that nest may differ by rounding.
 _EPSILON = 0.002
 
-Event = dict[str, Any]
 
 
 def span_label(category: str, name: str) -> str:
@@ -169,45 +169,3 @@ def attribute_kernels(events: list[Event]) -> None:
         index = bisect.bisect_right(phase_starts, launched) - 1
         if index >= 0 and launched <= phases[index][1]:
             args["dlbs.phase"] = phases[index][2]
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or Infinity: such a number becomes null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
-def _dumps(event: Event) -> str:
-    try:
-        return json.dumps(event, allow_nan=False)
-    except ValueError:
-        return json.dumps(_finite(event), allow_nan=False)
-
-
-def write_trace(path: str, meta: dict[str, Any], events: Iterable[Event]) -> None:
-    """Write the trace (module doc); a failure leaves nothing at `path` but what was there."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                         dir=folder)
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as packed:
-                packed.write(f'{{"dlbs": {_dumps({"format": FORMAT_VERSION, **meta})}, '
-                             f'"displayTimeUnit": "ms", "traceEvents": [\n'.encode())
-                first = True
-                for event in events:
-                    packed.write((("" if first else ",\n") + _dumps(event)).encode())
-                    first = False
-                packed.write(b"\n]}\n")
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

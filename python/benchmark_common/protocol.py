@@ -1,4 +1,9 @@
-"""The log protocol: one fact per line, ``__<key>__=<json>``, and the statistics it reports."""
+"""The log protocol a backend prints (docs/backends/protocol.md): ``__<key>__=<json>`` lines.
+
+Shared by the PyTorch and ONNX Runtime backends (numpy; Python 3.8+). The statistics are the
+backend's own summary (population std); dlbs recomputes them from ``results.time_data``
+and checks these against its own (docs/reports.md).
+"""
 
 from __future__ import annotations
 
@@ -18,12 +23,13 @@ def emit(key: str, value: Any, stream: TextIO | None = None) -> None:
 
 
 def now_iso() -> str:
-    """The current UTC time, ISO-8601 with milliseconds."""
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+    """The current UTC time, ISO-8601."""
+    # datetime.UTC is Python 3.11+; this package runs on 3.8 too.
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")  # noqa: UP017
 
 
 def time_statistics(times_ms: list[float]) -> dict[str, float]:
-    """Mean, std (population), median and tail percentiles of per-batch times (ms)."""
+    """Mean, std, median and tail percentiles of per-batch times (milliseconds)."""
     data = np.asarray(times_ms, dtype=np.float64)
     return {
         "results.time": float(data.mean()),
@@ -36,7 +42,7 @@ def time_statistics(times_ms: list[float]) -> dict[str, float]:
 
 
 def emit_failure(message: str, stream: TextIO | None = None) -> None:
-    """The lines that mark a run failed; no timing or throughput is printed."""
+    """The lines that mark a run failed; no throughput is printed."""
     emit("results.status", "failure", stream)
     emit("results.status_msg", message, stream)
     emit("results.end_time", now_iso(), stream)
