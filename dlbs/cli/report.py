@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--columns", metavar="C1,C2",
                         help="values to show, e.g. time_median,throughput,"
                              "use.gpu_util_mean (with or without results.)")
+    parser.add_argument(
+        "--baseline", dest="baselines", action="append", default=[], metavar="KEY=GLOB",
+        help="regular: add a speedup column, each row's median batch time against its "
+             "baseline row's; the baseline rows match every KEY=GLOB (repeatable, as "
+             "--filter), e.g. --baseline exp.framework=pytorch --baseline "
+             "pytorch.compile=false (docs/reports.md)")
     parser.add_argument("--rows", metavar="K1,K2", help="pivot: row keys")
     parser.add_argument("--cols", metavar="KEY", help="pivot: the key whose values are columns")
     parser.add_argument("--value", metavar="results.X", help="pivot: the value in the cells")
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         kind=args.report_type, by=split_list(args.by),
         filters=[Filter.parse(text) for text in args.filters],
         columns=split_list(args.columns), latest=args.latest,
+        baseline=[Filter.parse(text, "--baseline") for text in args.baselines],
         rows=split_list(args.rows), cols=args.cols, value=args.value)
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():

@@ -4,7 +4,8 @@ Tables (tables.py) are rendered as text, markdown, CSV, JSON (render.py) or HTML
 compare.py compares two sets of results; plot.py draws charts.
 
 Which experiments a cell holds is decided by identity.py (what tells experiments apart),
-select.py (filters, attempts) and keys.py (the row keys); metrics.py names the values.
+select.py (filters, attempts) and keys.py (the row keys); metrics.py names the values;
+baseline.py compares each row with a baseline row (the speedup of --baseline).
 """
 
 from dlbs.report.render import FORMATS, render

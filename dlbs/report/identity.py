@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,11 @@ class KeyRules:
     declared: frozenset[str]
     # Declared parameters whose default is a plain value (no reference): value by name.
     plain_defaults: Mapping[str, Any]
+    # Computed parameters: the longest chain of references from their default to a plain
+    # one (`mxnet.static_graph` follows `mxnet.hybridize`: 1; `mxnet.args` renders it: 2),
+    # and every declared parameter that their default reads, directly or not.
+    derivation: Mapping[str, int] = field(default_factory=dict)
+    sources: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=1)
@@ -75,7 +80,34 @@ def key_rules() -> KeyRules:
                 non_identity.add(name)
                 changed = True
     plain = {name: definition.value for name, definition in params.items() if not refs[name]}
-    return KeyRules(frozenset(non_identity), frozenset(params), plain)
+    depths, sources = derivations(refs)
+    return KeyRules(frozenset(non_identity), frozenset(params), plain, depths, sources)
+
+
+def derivations(refs: Mapping[str, frozenset[str]]) -> tuple[dict[str, int],
+                                                             dict[str, frozenset[str]]]:
+    """Per parameter, how deep it is computed, and from which parameters.
+
+    The depth is the longest chain of references to a parameter without (0: a plain value);
+    the sources are the parameters it reads, directly or through others. A reference cycle
+    (the planner refuses one) is cut where it closes.
+    """
+    depths: dict[str, int] = {}
+    sources: dict[str, frozenset[str]] = {}
+
+    def visit(name: str, seen: frozenset[str]) -> None:
+        if name in depths:
+            return
+        below = [ref for ref in refs.get(name, ()) if ref in refs and ref not in seen
+                 and ref != name]
+        for ref in below:
+            visit(ref, seen | {name})
+        depths[name] = 1 + max((depths[ref] for ref in below), default=-1)
+        sources[name] = frozenset(below).union(*(sources[ref] for ref in below))
+
+    for name in refs:
+        visit(name, frozenset())
+    return depths, sources
 
 
 def is_identity_key(key: str, rules: KeyRules) -> bool:

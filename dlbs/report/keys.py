@@ -94,7 +94,9 @@ def preference(keys: Sequence[str], rules: KeyRules, first: Sequence[str] = ()) 
     """`keys` in the order they are tried as row keys.
 
     `first`, the usual ones, a user's own parameters, declared parameters with a plain
-    default, computed ones last.
+    default, computed ones last, each after those it is computed from: a value that follows
+    from others (a framework's argument list) is tried after them, so that it becomes a row
+    key only when they do not already tell its experiments apart.
     """
     def rank(key: str) -> tuple[int, int]:
         if key in first:
@@ -107,7 +109,7 @@ def preference(keys: Sequence[str], rules: KeyRules, first: Sequence[str] = ()) 
             return (3, 0)
         if key in rules.plain_defaults:
             return (4, 0)
-        return (5, 0)
+        return (5, rules.derivation.get(key, 0))
     return sorted(keys, key=rank)   # stable: first-seen order within a rank
 
 

@@ -1,9 +1,10 @@
 """The values a report can show: results keys, their titles with units, how cells combine them.
 
 `--columns` names them with or without `results.` (`time_median`, `results.time_median`,
-`use.gpu_util_mean`); `speedup` and `efficiency` exist in scaling reports. A cell of several
-attempts of one experiment shows the mean of their values, the maximum for peaks and
-maxima, the minimum for minima; text values show the newest attempt's.
+`use.gpu_util_mean`); `speedup` and `efficiency` exist in scaling reports, `speedup` also in
+a regular report with a baseline (baseline.py). A cell of several attempts of one experiment
+shows the mean of their values, the maximum for peaks and maxima, the minimum for minima;
+text values show the newest attempt's.
 """
 
 from __future__ import annotations
@@ -96,10 +97,11 @@ def metric(key: str) -> Metric:
 
 
 def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
-            scaling: bool) -> list[Metric]:
+            scaling: bool, baseline: bool = False) -> list[Metric]:
     """Metrics for `--columns` names (`x` or `results.x`); unknown names are one error.
 
     A name that is not a known value must have a value in one of the attempts `rows`.
+    `speedup` needs a scaling report or a `baseline`; `efficiency` a scaling report.
     """
     metrics = []
     for raw in names:
@@ -107,8 +109,11 @@ def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
         if not name:
             continue
         if name in SCALING_ONLY:
-            if not scaling:
-                raise ResultsError(f"--columns {name}: only weak and strong reports have it")
+            if not scaling and not (baseline and name == SPEEDUP):
+                raise ResultsError(
+                    f"--columns {name}: only weak and strong reports have it"
+                    + (", or a regular report with --baseline KEY=GLOB" if name == SPEEDUP
+                       else ""))
             metrics.append(metric(name))
             continue
         key = name if name.startswith(("results.", "exp.", "env.")) else f"results.{name}"

@@ -300,6 +300,7 @@ def report_document(report: Report) -> dict[str, Any]:
         "column_key": report.column_key,
         "scale": report.scale_label if report.column_key == SCALE else None,
         "constants": dict(report.constants),
+        "baseline": list(report.baseline),
         "rows": report.records(),
         "counted": report.counted,
         "not_counted": dict(sorted(report.not_counted.items())),

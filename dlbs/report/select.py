@@ -39,13 +39,13 @@ class Filter:
     pattern: str
 
     @classmethod
-    def parse(cls, text: str) -> Filter:
+    def parse(cls, text: str, option: str = "--filter") -> Filter:
         """`exp.model=resnet*`; `model=...` means `exp.model`, `env.x=...` the environment."""
         key, sep, pattern = text.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ResultsError(f"--filter {text!r} is not KEY=PATTERN",
-                               hint="e.g. --filter exp.model='resnet*'")
+            raise ResultsError(f"{option} {text!r} is not KEY=PATTERN",
+                               hint=f"e.g. {option} exp.model='resnet*'")
         return cls(key, pattern)
 
 
@@ -80,7 +80,13 @@ def resolve_key(key: str, attempts: Attempts, rows: np.ndarray | None = None) ->
 
 def apply_filters(attempts: Attempts, filters: Sequence[Filter]) -> np.ndarray:
     """Indices of the attempts that match every key's patterns (either, for a key twice)."""
-    kept = np.ones(attempts.size, dtype=bool)
+    return np.flatnonzero(matching(attempts, filters))
+
+
+def matching(attempts: Attempts, filters: Sequence[Filter],
+             rows: np.ndarray | None = None) -> np.ndarray:
+    """Whether each attempt (of `rows`, else all) matches every key's patterns (see Filter)."""
+    kept = np.ones(attempts.size if rows is None else len(rows), dtype=bool)
     patterns: dict[str, list[str]] = {}
     for item in filters:
         patterns.setdefault(resolve_key(item.key, attempts), []).append(item.pattern)
@@ -88,8 +94,8 @@ def apply_filters(attempts: Attempts, filters: Sequence[Filter]) -> np.ndarray:
         column = column_of(attempts, key)
         matches = per_code(column, lambda value, globs=globs: any(
             fnmatch.fnmatchcase(as_text(value), pattern) for pattern in globs), bool)
-        kept &= matches[column.codes]
-    return np.flatnonzero(kept)
+        kept &= matches[column.codes if rows is None else column.codes[rows]]
+    return kept
 
 
 def without_duplicates(attempts: Attempts) -> tuple[np.ndarray, int]:

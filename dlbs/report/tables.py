@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dlbs.errors import ResultsError
+from dlbs.report import baseline as baseline_module
 from dlbs.report import evaluation
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import (
@@ -49,7 +50,15 @@ from dlbs.report.metrics import (
     resolve,
 )
 from dlbs.report.scaling import count, scale_label, scales, scaling_values
-from dlbs.report.select import Experiment, Filter, Selection, as_text, resolve_key, select
+from dlbs.report.select import (
+    Experiment,
+    Filter,
+    Selection,
+    as_text,
+    matching,
+    resolve_key,
+    select,
+)
 from dlbs.results.columns import Attempts, Record
 from dlbs.results.stats import WARNINGS_KEY
 
@@ -71,6 +80,8 @@ DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "strong": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
     **evaluation.DEFAULT_METRICS,
 }
+# A regular report with --baseline: the batch time its speedup divides, first.
+BASELINE_METRICS = (baseline_module.SPEEDUP_TIME, THROUGHPUT, SPEEDUP)
 # Constant keys worth a mention above the tables besides the usual ones and a user's own.
 _SHOWN_CONSTANTS = (*keys_module.LEADING, *keys_module.SIZES)
 
@@ -84,6 +95,8 @@ class Options:
     filters: Sequence[Filter] = ()
     columns: Sequence[str] | None = None
     latest: bool = False
+    # regular only: the baseline rows (--baseline KEY=GLOB), for the speedup column
+    baseline: Sequence[Filter] = ()
     # pivot only
     rows: Sequence[str] | None = None
     cols: str | None = None
@@ -200,6 +213,10 @@ class Report:
     duplicates: int = 0
     # Cells told apart only by exp.id (parameters that the report does not know).
     by_id: bool = False
+    # --baseline, as asked for (KEY=GLOB each): the speedup column compares with it, and
+    # the row keys that rows and their baselines were found to share (baseline.py).
+    baseline: list[str] = field(default_factory=list)
+    baseline_compared: list[str] = field(default_factory=list)
     stats_warnings: list[str] = field(default_factory=list)
     scale_label: str = "GPUs"
     table_cells: Cells | None = field(default=None, repr=False)
@@ -344,6 +361,12 @@ class Report:
         if self.by_id:
             notes.append("Some experiments differ in no parameter the report knows; the "
                          "exp.id column tells them apart.")
+        if self.baseline:
+            shared = ", ".join(map(title, self.baseline_compared))
+            notes.append(f"speedup: the median batch time of the row's baseline over the "
+                         f"row's. Baseline rows: {', '.join(self.baseline)}; " + (
+                             f"a row's baseline has the row's {shared}." if shared else
+                             "no other row key is compared."))
         if cells is not None and not np.isnan(cells.spread).all():
             worst = int(np.nanargmax(cells.spread))
             row = cells.row[worst]
@@ -386,7 +409,8 @@ def build_report(source: Attempts | Sequence[Record],
     attempts = selection.attempts
     report = Report(kind=kind, not_counted=selection.not_counted,
                     latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates,
-                    other_scenarios=other_scenarios, selection=selection)
+                    other_scenarios=other_scenarios, selection=selection,
+                    baseline=[f"{item.key}={item.pattern}" for item in options.baseline])
     report.metrics = _metrics(options, attempts, selection.members)
     usable = _usable(kind, selection, report.metrics)
     report.incomplete = int(np.count_nonzero(~usable))
@@ -420,6 +444,8 @@ def build_report(source: Attempts | Sequence[Record],
     constant = [key for key in identity if key not in varying and key not in row_keys]
     report.constants = _constants(constant, rules, values_of, shown_values)
     report.table_cells = _cells(report, selection, values_of, shown_values)
+    if options.baseline:
+        _baseline_speedups(report, options.baseline, rules, values_of)
     if kind in SCALING:
         devices = column_of(attempts, "exp.device_type")
         report.scale_label = scale_label({as_text(devices.values[code]) for code in
@@ -448,7 +474,31 @@ def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: 
              "value with --filter KEY=VALUE")
 
 
+def _baseline_speedups(report: Report, filters: Sequence[Filter], rules: KeyRules,
+                       values_of: keys_module.ValuesOf) -> None:
+    """The speedup of each row over its baseline row (baseline.py); one row per cell here."""
+    cells = report.table_cells
+    assert cells is not None
+    selection = cells.selection
+    attempts = selection.attempts
+    cell_of_row = np.empty(cells.rows, dtype=np.intp)
+    cell_of_row[cells.row] = np.arange(len(cells.row))
+    rows = baseline_module.Rows(report.row_keys, cells.key_codes, cells.key_tables)
+    is_baseline = matching(attempts, filters, selection.representatives[cell_of_row])
+    compared = baseline_module.compared_keys(
+        len(cells.row), report.row_keys, [resolve_key(item.key, attempts) for item in filters],
+        rules, values_of)
+    chosen = baseline_module.baselines(rows, is_baseline, compared, ", ".join(report.baseline))
+    report.baseline_compared = baseline_module.shared_keys(rows, chosen, compared)
+    times = report.cell_values(baseline_module.SPEEDUP_TIME).numbers[cell_of_row]
+    cells.values[SPEEDUP] = CellValues(baseline_module.speedups(times, chosen)[cells.row])
+
+
 def _metrics(options: Options, attempts: Attempts, members: np.ndarray) -> list[Metric]:
+    if options.baseline and options.kind != "regular":
+        raise ResultsError(f"--baseline compares the rows of a regular report, not of "
+                           f"--type {options.kind}",
+                           hint="weak and strong reports show their speedup over one GPU")
     if options.kind == "pivot":
         if options.rows is None or not options.cols or not options.value:
             raise ResultsError("--type pivot needs --rows KEY, --cols KEY and --value "
@@ -461,7 +511,13 @@ def _metrics(options: Options, attempts: Attempts, members: np.ndarray) -> list[
     if options.rows or options.cols or options.value:
         raise ResultsError("--rows, --cols and --value belong to --type pivot")
     if options.columns:
-        return resolve(options.columns, attempts, members, scaling=options.kind in SCALING)
+        found = resolve(options.columns, attempts, members, scaling=options.kind in SCALING,
+                        baseline=bool(options.baseline))
+        if options.baseline and all(item.key != SPEEDUP for item in found):
+            found.append(metric(SPEEDUP))
+        return found
+    if options.baseline:
+        return [metric(key) for key in BASELINE_METRICS]
     return [metric(key) for key in DEFAULT_METRICS[options.kind]]
 
 
@@ -482,7 +538,9 @@ def _usable(kind: str, selection: Selection, metrics: Sequence[Metric]) -> np.nd
         return usable
     found = np.zeros(len(selection.members), dtype=bool)
     for item in metrics:
-        if item.key not in (SPEEDUP, EFFICIENCY):
+        if item.key == SPEEDUP:   # over a baseline (scaling reports returned above)
+            found |= has_value_of(attempts, baseline_module.SPEEDUP_TIME)[selection.members]
+        elif item.key != EFFICIENCY:
             found |= has_value_of(attempts, item.key)[selection.members]
     return usable & (np.add.reduceat(found.astype(np.intp), selection.member_starts[:-1]) > 0)
 
