@@ -198,7 +198,10 @@ def _connect_read_only(path: str) -> sqlite3.Connection:
     if not os.access(folder, os.W_OK):
         uri += "&immutable=1"
     try:
-        return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        # Not bound to the opening thread: a reader that decodes lazily closes its store
+        # when it is garbage-collected, which may happen on any thread. It only ever reads.
+        return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
     except sqlite3.Error as error:
         raise ResultsError(f"results database {path}: cannot open: {error}") from error
 

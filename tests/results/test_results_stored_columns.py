@@ -158,3 +158,35 @@ def test_a_damaged_database_is_one_error(tmp_path: Path, damage: str, message: s
     assert first.startswith(f"dlbs: error: results database {path}: ") and message in first, \
         result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_reader_collected_on_another_thread_closes_its_store_quietly(tmp_path):
+    """A lazily decoding reader keeps its read-only store open until it is collected,
+    which can happen on any thread (the run loop's workers, a test's threads)."""
+    import gc
+    import threading
+    import warnings
+
+    from dlbs.results.store import ResultsStore
+    from dlbs.results.stored_columns import StorePart
+
+    path = tmp_path / "results.db"
+    ResultsStore(str(path)).close()
+    part = StorePart(str(path))
+    holder = [part]
+    del part
+    errors: list[BaseException] = []
+
+    def collect() -> None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                holder.clear()
+                gc.collect()
+        except BaseException as error:  # noqa: BLE001 - the test reports it
+            errors.append(error)
+
+    worker = threading.Thread(target=collect)
+    worker.start()
+    worker.join()
+    assert errors == []
