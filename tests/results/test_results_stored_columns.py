@@ -161,8 +161,11 @@ def test_a_damaged_database_is_one_error(tmp_path: Path, damage: str, message: s
 
 
 def test_a_reader_collected_on_another_thread_closes_its_store_quietly(tmp_path):
-    """A lazily decoding reader keeps its read-only store open until it is collected,
-    which can happen on any thread (the run loop's workers, a test's threads)."""
+    """A reader's store is closed quietly by the garbage collector on any thread.
+
+    A lazily decoding reader keeps its read-only store open until it is collected, which can
+    happen on any thread (the run loop's workers, a test's threads).
+    """
     import gc
     import threading
     import warnings
