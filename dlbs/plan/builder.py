@@ -56,7 +56,7 @@ class Planner:
         self._rules_by_framework: dict[str | None, list[tuple[int, Extension]]] = {}
         self.duplicates = 0
         self.count = 0
-        self.max_experiments = _max_experiments(spec)
+        self.max_experiments = max_experiments(spec)
         # Before anything expands: a sweep of 2**40 experiments is refused, not attempted.
         self.upper_bound = self.size_bound()
         if self.upper_bound > self.max_experiments:
@@ -254,7 +254,7 @@ class Planner:
         for name, test in rule.condition.items():
             if self.ctx.deps.get(name):
                 continue  # the sweep may change it: tested per experiment
-            if not resolver.has(name) or not _test_holds(test, resolver.value(name)):
+            if not resolver.has(name) or not condition_holds(test, resolver.value(name)):
                 return False
         return True
 
@@ -371,7 +371,7 @@ class _Layout:
         self.post_id = post_id  # parameters that reference exp.id
 
 
-def _max_experiments(spec: Spec) -> int:
+def max_experiments(spec: Spec) -> int:
     """`sys.max_experiments` of the spec (a positive int), else the default."""
     definition = spec.params.get(MAX_EXPERIMENTS)
     if definition is None or definition.value is None:
@@ -391,10 +391,10 @@ def _may_match_framework(condition: dict[str, Any], framework: str | None) -> bo
     """False when a condition's test of exp.framework rules out this framework."""
     if FRAMEWORK not in condition:
         return True
-    return framework is not None and _test_holds(condition[FRAMEWORK], framework)
+    return framework is not None and condition_holds(condition[FRAMEWORK], framework)
 
 
-def _test_holds(test: Any, value: Any) -> bool:
+def condition_holds(test: Any, value: Any) -> bool:
     """Whether one test of a condition holds for `value` (docs/language.md section 7)."""
     if isinstance(test, str):
         return fullmatch_groups(test, render(value)) is not None

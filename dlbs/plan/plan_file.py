@@ -21,14 +21,13 @@ from typing import Any
 
 import orjson
 
-from dlbs.config.limits import DEFAULT_MAX_EXPERIMENTS, MAX_PLAN_BYTES
+from dlbs.config.limits import MAX_PLAN_BYTES
 from dlbs.config.loader import load_spec
 from dlbs.config.names import NAME_RULE, is_name
-from dlbs.config.patterns import fullmatch_groups
 from dlbs.config.spec import Extension, ParamDef, Spec
 from dlbs.config.values import check_plain, render
 from dlbs.errors import ConfigError, PlanError
-from dlbs.plan.builder import ID, MAX_EXPERIMENTS
+from dlbs.plan.builder import ID, MAX_EXPERIMENTS, condition_holds, max_experiments
 from dlbs.plan.containment import contain
 from dlbs.plan.resolver import check_value
 
@@ -93,7 +92,7 @@ def _no_constant(name: str) -> Any:
 
 def validate_plan(experiments: list[Any], where: str, spec: Spec) -> list[dict[str, Any]]:
     """Check every experiment as the module doc says; the experiments, log paths normalised."""
-    limit = _max_experiments(spec)
+    limit = max_experiments(spec)
     if len(experiments) > limit:
         raise PlanError(f"{where}: the plan has {len(experiments):,} experiments, more than "
                         f"{MAX_EXPERIMENTS} ({limit:,})")
@@ -161,25 +160,7 @@ def _as_declared(definition: ParamDef, value: Any) -> Any:
 
 def _holds(experiment: dict[str, Any], name: str, test: Any) -> bool:
     """A rule's test of one name, as the planner applies it (docs/language.md section 7)."""
-    if name not in experiment:
-        return False
-    value = experiment[name]
-    if isinstance(test, str):
-        return fullmatch_groups(test, render(value)) is not None
-    if isinstance(test, list):
-        return any(_same(value, item) for item in test)
-    return _same(value, test)
-
-
-def _same(value: Any, other: Any) -> bool:
-    return type(value) is type(other) and value == other
-
-
-def _max_experiments(spec: Spec) -> int:
-    definition = spec.params.get(MAX_EXPERIMENTS)
-    value = definition.value if definition is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-        else DEFAULT_MAX_EXPERIMENTS
+    return name in experiment and condition_holds(test, experiment[name])
 
 
 def _short(value: Any) -> str:
