@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 from typing import Any
 
@@ -108,14 +106,9 @@ def render(table: Any, fmt: str, titles: list[str]) -> str:
         return to_json({"view": table.view, "traces": titles, "steps": table.steps,
                         "columns": table.columns, "rows": table.rows, "notes": table.notes})
     if fmt == "csv":
-        from dlbs.results.output import csv_cell
+        from dlbs.results.output import records_to_csv
 
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(table.columns)
-        for row in table.rows:
-            writer.writerow([csv_cell(row.get(column)) for column in table.columns])
-        return buffer.getvalue()
+        return records_to_csv(table.columns, table.rows)
     return _text(table, titles)
 
 

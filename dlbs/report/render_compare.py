@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import numpy as np
@@ -14,7 +12,7 @@ from dlbs.report.keys import NUMERIC, field_name, title
 from dlbs.report.render import Grid, aligned, key_text
 from dlbs.report.select import as_text
 from dlbs.report.tables import ordered_by_codes
-from dlbs.results.output import csv_cell, to_json
+from dlbs.results.output import records_to_csv, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
 COMPARE_FORMAT = "dlbs-comparison"
@@ -157,12 +155,7 @@ def _render_csv(comparison: Comparison) -> str:
     records = _records(comparison)
     columns = [field_name(k) for k in comparison.keys] + [
         "base_ms", "new_ms", "change", "p_value", "verdict", "base_exp_id", "new_exp_id"]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for record in records:
-        writer.writerow([csv_cell(record.get(column)) for column in columns])
-    return buffer.getvalue()
+    return records_to_csv(columns, records)
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from dlbs.report.identity import (
     per_code,
 )
 from dlbs.results.columns import Attempts, Record
-from dlbs.util import exact_json
+from dlbs.results.output import csv_cell
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,9 @@ class Filter:
         return cls(key, pattern)
 
 
-def as_text(value: Any) -> str:
-    """How a value is matched and shown: JSON for lists, objects and booleans, '' for None."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return exact_json.dumps(value)
+#: How a value is matched and shown: JSON for lists, objects and booleans, '' for None (the
+#: same text as a CSV cell of it).
+as_text = csv_cell
 
 
 def resolve_key(key: str, attempts: Attempts, rows: np.ndarray | None = None) -> str:

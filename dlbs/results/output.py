@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlbs.util import exact_json
@@ -42,12 +42,16 @@ def csv_cell(value: Any) -> str:
     return exact_json.dumps(value)
 
 
-def experiments_to_csv(experiments: Sequence[dict[str, Any]]) -> str:
-    """One row per experiment, one column per key (see `experiment_columns`)."""
-    columns = experiment_columns(experiments)
+def records_to_csv(columns: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
+    """A header of `columns`, then one row per record (`csv_cell` of each column's value)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    for experiment in experiments:
-        writer.writerow([csv_cell(experiment.get(column)) for column in columns])
+    for record in records:
+        writer.writerow([csv_cell(record.get(column)) for column in columns])
     return buffer.getvalue()
+
+
+def experiments_to_csv(experiments: Sequence[dict[str, Any]]) -> str:
+    """One row per experiment, one column per key (see `experiment_columns`)."""
+    return records_to_csv(experiment_columns(experiments), experiments)
