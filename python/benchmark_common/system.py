@@ -69,3 +69,76 @@ class InferenceSystem:
     def sample_name(self, index: int) -> str:
         """A sample's name for the predictions file (its file, its record), or ""."""
         return ""
+
+
+#: Samples of a dataset resident at once (LoadGen's performance sample count).
+RESIDENT_SAMPLES = 1024
+#: Distinct synthetic samples when --num_samples is -1 (at least one batch).
+SYNTHETIC_SAMPLES = 256
+
+
+class ResidentSamples(InferenceSystem):
+    """The query sample library of a framework backend: resident samples on its device.
+
+    The samples are the first `total_samples` of a dataset (preprocessed by
+    `datasets.preprocessed` and put on the device as LoadGen loads them, at most
+    `RESIDENT_SAMPLES` at once), or distinct synthetic samples, all resident from the start
+    (class i % classes). A backend calls `open_samples` from its constructor and gives
+    `to_device` (a float32 numpy array of images -> its device's batch) and `synthetic`
+    (that many random samples, on the device). `pool` holds the resident samples, `rows`
+    maps a sample's index to its row in `pool`.
+    """
+
+    dataset = None
+    pool = None
+    image_size = 224
+
+    def open_samples(self, dataset, data_dir: str, requested: int, batch_size: int) -> None:
+        """Size the library: `dataset` (opened from `data_dir`) or synthetic (None)."""
+        from .datasets import DatasetError
+
+        self.dataset = dataset
+        self.rows = {}
+        if dataset is not None:
+            available = len(dataset)
+            if requested > available:
+                raise DatasetError(f"--num_samples {requested}, but --data_dir {data_dir} "
+                                   f"holds {available} samples")
+            self.total_samples = available if requested < 0 else requested
+            self.performance_samples = min(self.total_samples,
+                                           max(RESIDENT_SAMPLES, batch_size))
+        else:
+            self.total_samples = requested if requested > 0 else max(SYNTHETIC_SAMPLES,
+                                                                     batch_size)
+            self.performance_samples = self.total_samples
+            self.pool = self.synthetic(self.total_samples)
+            self.rows = {index: index for index in range(self.total_samples)}
+
+    def to_device(self, images):
+        """A float32 numpy array of preprocessed images as a batch on the device."""
+        raise NotImplementedError
+
+    def synthetic(self, count: int):
+        """`count` distinct random samples of the model's input shape, on the device."""
+        raise NotImplementedError
+
+    def load(self, indices: Sequence[int]) -> None:
+        if self.dataset is None:
+            return  # every synthetic sample is resident
+        from .datasets import preprocessed
+
+        self.pool = None
+        self.pool = self.to_device(preprocessed(self.dataset, indices, self.image_size))
+        self.rows = {index: row for row, index in enumerate(indices)}
+
+    def unload(self, indices: Sequence[int]) -> None:
+        if self.dataset is not None:
+            self.pool, self.rows = None, {}
+
+    def label(self, index: int) -> int:
+        if self.dataset is None:
+            return index % self.num_classes
+        return self.dataset.label(index)
+
+    def sample_name(self, index: int) -> str:
+        return self.dataset.name(index) if self.dataset is not None else f"synthetic_{index}"

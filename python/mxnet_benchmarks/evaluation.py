@@ -19,10 +19,10 @@ from typing import Any
 import mxnet as mx
 import numpy as np
 from benchmark_common.accuracy import LabelsError, read_labels
-from benchmark_common.datasets import DatasetError, detect_format, open_dataset, preprocessed
+from benchmark_common.datasets import DatasetError, detect_format, open_dataset
 from benchmark_common.harness import EvaluationSetupError, run_evaluation
 from benchmark_common.predict import predict_images
-from benchmark_common.system import InferenceSystem, TopK
+from benchmark_common.system import ResidentSamples, TopK
 
 from .errors import BenchmarkError
 from .models import Model, create_model, load_model_file
@@ -30,13 +30,8 @@ from .options import Options
 from .protocol import emit, say
 from .runner import _device_memory_mib, build_network, make_contexts
 
-#: Samples resident at once (LoadGen's performance sample count) for a dataset.
-RESIDENT_SAMPLES = 1024
-#: Distinct synthetic samples when --num_samples is -1 (at least one batch).
-SYNTHETIC_SAMPLES = 256
 
-
-class MXNetSystem(InferenceSystem):
+class MXNetSystem(ResidentSamples):
     """A Gluon network on one context and its samples, for the harness."""
 
     def __init__(self, model: Model, opts: Options, context: mx.Context, net: Any) -> None:
@@ -48,52 +43,23 @@ class MXNetSystem(InferenceSystem):
         self.sizes: list[int] = []
         self.title = model.title
         self.num_classes = model.num_classes
-        self.dataset = None
-        self.pool: mx.nd.NDArray | None = None
-        self.rows: dict[int, int] = {}
-        requested = opts.evaluation.num_samples
+        self.image_size = model.input_shape[-1]
+        dataset = None
         if opts.data_dir:
             if not model.accepts_images:
                 raise DatasetError(f"model {model.model_id!r} does not take images: use "
                                    "synthetic data (no --data_dir)")
-            self.dataset = open_dataset(opts.data_dir, detect_format(opts.data_dir))
-            available = len(self.dataset)
-            if requested > available:
-                raise DatasetError(f"--num_samples {requested}, but --data_dir "
-                                   f"{opts.data_dir} holds {available} samples")
-            self.total_samples = available if requested < 0 else requested
-            self.performance_samples = min(self.total_samples,
-                                           max(RESIDENT_SAMPLES, opts.batch_size))
-        else:
-            self.total_samples = requested if requested > 0 else max(SYNTHETIC_SAMPLES,
-                                                                     opts.batch_size)
-            self.performance_samples = self.total_samples
-            rng = np.random.default_rng(0)
-            samples = rng.standard_normal((self.total_samples, *model.input_shape),
-                                          dtype=np.float32)
-            self.pool = mx.nd.array(samples, ctx=context, dtype=self.dtype)
-            self.rows = {index: index for index in range(self.total_samples)}
+            dataset = open_dataset(opts.data_dir, detect_format(opts.data_dir))
+        self.open_samples(dataset, opts.data_dir, opts.evaluation.num_samples, opts.batch_size)
 
-    # -- the query sample library --------------------------------------------------------
-    def load(self, indices: Sequence[int]) -> None:
-        if self.dataset is None:
-            return  # every synthetic sample is resident
-        self.pool = None
-        images = preprocessed(self.dataset, indices, self.model.input_shape[-1])
-        self.pool = mx.nd.array(images, ctx=self.context, dtype=self.dtype)
-        self.rows = {index: row for row, index in enumerate(indices)}
+    # -- the query sample library (the rest is ResidentSamples's) -----------------------------
+    def to_device(self, images: np.ndarray) -> mx.nd.NDArray:
+        return mx.nd.array(images, ctx=self.context, dtype=self.dtype)
 
-    def unload(self, indices: Sequence[int]) -> None:
-        if self.dataset is not None:
-            self.pool, self.rows = None, {}
-
-    def label(self, index: int) -> int:
-        if self.dataset is None:
-            return index % self.num_classes
-        return self.dataset.label(index)
-
-    def sample_name(self, index: int) -> str:
-        return self.dataset.name(index) if self.dataset is not None else f"synthetic_{index}"
+    def synthetic(self, count: int) -> mx.nd.NDArray:
+        rng = np.random.default_rng(0)
+        return self.to_device(rng.standard_normal((count, *self.model.input_shape),
+                                                  dtype=np.float32))
 
     # -- the system under test -----------------------------------------------------------
     def batch(self, indices: Sequence[int]) -> mx.nd.NDArray:

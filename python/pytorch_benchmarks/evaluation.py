@@ -23,10 +23,10 @@ import torch
 import torch._dynamo
 import torch.nn as nn
 from benchmark_common.accuracy import LabelsError, read_labels
-from benchmark_common.datasets import DatasetError, open_dataset, preprocessed
+from benchmark_common.datasets import DatasetError, open_dataset
 from benchmark_common.harness import EvaluationSetupError, run_evaluation
 from benchmark_common.predict import predict_images
-from benchmark_common.system import InferenceSystem, TopK
+from benchmark_common.system import ResidentSamples, TopK
 
 from . import distributed
 from .cli import Options
@@ -42,11 +42,6 @@ from .runner import (
     peak_memory_mib,
     select_device,
 )
-
-#: Samples resident at once (LoadGen's performance sample count) for a dataset.
-RESIDENT_SAMPLES = 1024
-#: Distinct synthetic samples when --num_samples is -1 (at least one batch).
-SYNTHETIC_SAMPLES = 256
 
 
 class Forward:
@@ -113,7 +108,7 @@ class Forward:
             return self.model(padded)[:count]
 
 
-class TorchSystem(InferenceSystem):
+class TorchSystem(ResidentSamples):
     """A PyTorch model and its samples, for the harness (benchmark_common.system)."""
 
     def __init__(self, spec: ModelSpec, opts: Options, device: torch.device,
@@ -125,30 +120,14 @@ class TorchSystem(InferenceSystem):
         self.forward = forward
         self.title = spec.title
         self.num_classes = spec.num_classes
-        self.dataset = None
-        self.pool: torch.Tensor | None = None
-        self.rows: dict[int, int] = {}
-        requested = opts.evaluation.num_samples
+        self.image_size = spec.input_shape[-1]
+        dataset = None
         if opts.data_dir:
             if not spec.is_image_model:
                 raise DatasetError(f"model {spec.model_id} takes input {spec.input_shape}, not "
                                    "images: use synthetic data (no --data_dir)")
-            self.dataset = open_dataset(opts.data_dir, opts.data_backend)
-            available = len(self.dataset)
-            if requested > available:
-                raise DatasetError(f"--num_samples {requested}, but --data_dir "
-                                   f"{opts.data_dir} holds {available} samples")
-            self.total_samples = available if requested < 0 else requested
-            self.performance_samples = min(self.total_samples,
-                                           max(RESIDENT_SAMPLES, opts.batch_size))
-        else:
-            self.total_samples = requested if requested > 0 else max(SYNTHETIC_SAMPLES,
-                                                                     opts.batch_size)
-            self.performance_samples = self.total_samples
-            generator = torch.Generator().manual_seed(0)
-            samples = torch.randn((self.total_samples, *spec.input_shape), generator=generator)
-            self.pool = self._on_device(samples)
-            self.rows = {index: index for index in range(self.total_samples)}
+            dataset = open_dataset(opts.data_dir, opts.data_backend)
+        self.open_samples(dataset, opts.data_dir, opts.evaluation.num_samples, opts.batch_size)
 
     def _on_device(self, samples: torch.Tensor) -> torch.Tensor:
         samples = samples.to(device=self.device, dtype=self.dtype)
@@ -156,26 +135,13 @@ class TorchSystem(InferenceSystem):
             samples = samples.contiguous(memory_format=self.memory_format)
         return samples
 
-    # -- the query sample library --------------------------------------------------------
-    def load(self, indices: Sequence[int]) -> None:
-        if self.dataset is None:
-            return  # every synthetic sample is resident
-        self.pool = None
-        images = preprocessed(self.dataset, indices, self.spec.input_shape[-1])
-        self.pool = self._on_device(torch.from_numpy(images))
-        self.rows = {index: row for row, index in enumerate(indices)}
+    # -- the query sample library (the rest is ResidentSamples's) -----------------------------
+    def to_device(self, images: np.ndarray) -> torch.Tensor:
+        return self._on_device(torch.from_numpy(images))
 
-    def unload(self, indices: Sequence[int]) -> None:
-        if self.dataset is not None:
-            self.pool, self.rows = None, {}
-
-    def label(self, index: int) -> int:
-        if self.dataset is None:
-            return index % self.num_classes
-        return self.dataset.label(index)
-
-    def sample_name(self, index: int) -> str:
-        return self.dataset.name(index) if self.dataset is not None else f"synthetic_{index}"
+    def synthetic(self, count: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(0)
+        return self._on_device(torch.randn((count, *self.spec.input_shape), generator=generator))
 
     # -- the system under test -----------------------------------------------------------
     def batch(self, indices: Sequence[int]) -> torch.Tensor:
