@@ -26,7 +26,6 @@ import math
 import os
 import platform
 import random
-import resource
 import signal
 import sys
 import time
@@ -35,6 +34,7 @@ if __package__ in (None, ""):
     # benchmark_common (the evaluation flags, the LoadGen harness) sits beside this folder.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmark_common.memory import peak_rss_mib  # noqa: E402 - standard library only
 from benchmark_common.options import (  # noqa: E402 - standard library only
     EvaluationFlagError,
     add_evaluation_flags,
@@ -258,23 +258,6 @@ def time_statistics(times_ms) -> dict:
         "results.time_p95": percentile(ordered, 95),
         "results.time_p99": percentile(ordered, 99),
     }
-
-
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process, MiB (Linux reports KiB, macOS bytes).
-
-    VmHWM first: Linux carries ru_maxrss across exec, so a backend started by a big process
-    (torchrun, pytest) would otherwise report its parent's peak.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
 
 
 def oom_message(opts) -> str:

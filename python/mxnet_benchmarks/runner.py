@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import mxnet as mx
+from benchmark_common.memory import peak_rss_mib
 from mxnet import autograd, gluon
 
 from .data import RecordIOBatches, SyntheticBatches
@@ -111,7 +111,7 @@ def _device_memory_mib(contexts: list[mx.Context]) -> float:
     free memory sampled after each batch (other processes on the card would count too).
     """
     if contexts[0].device_type == "cpu":
-        return _peak_rss_mib()
+        return peak_rss_mib()
     used = []
     for ctx in contexts:
         free, total = mx.context.gpu_memory_info(ctx.device_id)
@@ -224,19 +224,3 @@ def _tracer(opts: Options, model: Model, rank: int) -> Tracer:
             "device": opts.device, "dtype": opts.dtype, "batch_size": opts.batch_size,
             "hybridize": opts.hybridize, "kv_store": opts.kv_store}
     return Tracer(opts.trace_level, opts.trace_batches, opts.trace_file, rank == 0, meta)
-
-
-def _peak_rss_mib() -> float:
-    """Peak RSS of this process, MiB: VmHWM, not ru_maxrss.
-
-    Linux carries ru_maxrss across exec (the parent's peak becomes the child's), so a
-    backend started by a big process (torchrun, pytest) would report its parent's memory.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Sequence
 from typing import Any
 
 import onnxruntime as ort
+from benchmark_common.memory import peak_rss_mib
 from benchmark_common.protocol import time_statistics
 
 from .export import log
@@ -14,18 +14,6 @@ from .models import resolve_model
 from .options import Options
 from .session import make_session, make_step, synthetic_feeds
 from .timing import run_timed_loop
-
-
-def peak_rss_mib() -> float:
-    """Peak resident set of this process, MiB: VmHWM, not ru_maxrss (which exec inherits)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def run_benchmark(opts: Options, argv: Sequence[str]) -> dict[str, Any]:

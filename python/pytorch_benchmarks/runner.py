@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import resource
 from typing import Any
 
 import torch
 import torch._dynamo
 import torch.nn as nn
+from benchmark_common.memory import peak_rss_mib
 from benchmark_common.protocol import time_statistics
 
 from . import distributed
@@ -219,23 +219,7 @@ def peak_memory_mib(device: torch.device) -> float:
     """Peak device memory the caching allocator took (GPU), or the peak host RSS (CPU)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_reserved(device) / 2**20
-    return _peak_rss_mib()
-
-
-def _peak_rss_mib() -> float:
-    """Peak RSS of this process, MiB: VmHWM, not ru_maxrss.
-
-    Linux carries ru_maxrss across exec (the parent's peak becomes the child's), so a
-    backend started by a big process (torchrun, pytest) would report its parent's memory.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return peak_rss_mib()
 
 
 def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, Any] | None:
