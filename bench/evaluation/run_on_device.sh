@@ -10,11 +10,11 @@
 # each beside a plain PyTorch loop's figure from the same call (plain_loop.py), all through
 # bench/evaluation/loadgen_overhead.py, which runs `dlbs run` and the plain loop.
 #
-#   bash bench/evaluation/build_wheels.sh          # here (internet): bench/evaluation/wheels
+#   bash bench/device/build_wheels.sh           # here (internet): bench/device/wheels
 #   bash bench/evaluation/run_on_device.sh [OUT]   # on the GPU machine, repository root
 #
-# The GPU machine has Python 3.12 and PyTorch, no internet: a venv that sees the system's
-# packages gets dlbs (editable, from this tree) and what `dlbs run` needs from the wheels.
+# The GPU machine has Python 3.12 and PyTorch, no internet: bench/device/setup_env.sh makes
+# dlbs (this tree) and what `dlbs run` needs (from the wheels) importable.
 # Results: OUT/results.md (the table), OUT/results.json, OUT/plain.json, OUT/logs/ (every
 # experiment's log and LoadGen's logs), OUT/environment.txt, OUT/run.log. OUT is the first
 # argument, else $OUT, else ./out.
@@ -23,7 +23,7 @@
 #   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  MIN_DURATION=10  MIN_QUERIES=100
 #   MAX_QPS_DURATION=5  BOUND_MS=15  NUM_BATCHES=200  WARMUP=20  REPEAT=1 (each pair's runs)
 #   PART=all (or: no, without max_qps)
-#   WHEELS=bench/evaluation/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
+#   WHEELS=bench/device/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
 # The dlbs part on a CPU, small and quick (how it is tested where there is no GPU):
 #   DEVICE=cpu MODEL=resnet18 BATCH=4 DTYPE=float32 MIN_DURATION=2 MIN_QUERIES=10 \
 #     MAX_QPS_DURATION=1 BOUND_MS=2000 NUM_BATCHES=10 WARMUP=2 SKIP_INSTALL=1 \
@@ -44,28 +44,14 @@ num_batches="${NUM_BATCHES:-200}"
 warmup="${WARMUP:-20}"
 part="${PART:-all}"
 repeat="${REPEAT:-1}"
-wheels="${WHEELS:-$repo/bench/evaluation/wheels}"
+wheels="${WHEELS:-$repo/bench/device/wheels}"
 python="${PYTHON:-python3}"
 
 exec > >(tee "$out/run.log") 2>&1
 cd "$repo"
 export DLBS_ROOT="$repo" PYTHONUNBUFFERED=1
 
-if [[ "${SKIP_INSTALL:-0}" != 1 ]]; then
-    venv="${VENV:-/tmp/dlbs-eval-venv}"
-    "$python" -m venv --system-site-packages "$venv"
-    pip=("$venv/bin/python" -m pip install --quiet --no-index --no-deps)
-    # dlbs's dependencies and LoadGen, as build_wheels.sh resolved them for Python 3.12.
-    "${pip[@]}" "$wheels"/*.whl
-    # Only what the machine lacks: never replace its torch's numpy or torchvision.
-    for module in numpy:numpy PIL:pillow torchvision:torchvision; do
-        "$venv/bin/python" -c "import ${module%%:*}" 2>/dev/null ||
-            "${pip[@]}" "$wheels"/optional/"${module##*:}"-*.whl
-    done
-    "$venv/bin/python" -m pip install --quiet --no-index --no-deps --no-build-isolation \
-        -e "$repo"
-    python="$venv/bin/python"
-fi
+source "$repo/bench/device/setup_env.sh"
 
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ"

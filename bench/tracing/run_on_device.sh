@@ -5,12 +5,12 @@
 # traced against untraced step times (bench/tracing/overhead.py, which runs `dlbs run` once per
 # level), beside a plain PyTorch loop (plain_loop.py) from the same call.
 #
-#   bash bench/tracing/build_wheels.sh          # here (internet): bench/tracing/wheels
+#   bash bench/device/build_wheels.sh           # here (internet): bench/device/wheels
 #   bash bench/tracing/run_on_device.sh [OUT]   # on the GPU machine, repository root
 #
-# The GPU machine has Python 3.12 and PyTorch, no internet: a venv that sees the system's
-# packages gets dlbs (editable, from this tree) and its pure-Python dependencies (and ijson's
-# cp312 wheel) from the wheels. OUT is the first argument, else $OUT, else ./out. It gets:
+# The GPU machine has Python 3.12 and PyTorch, no internet: bench/device/setup_env.sh makes
+# dlbs (this tree) and its dependencies (ijson's cp312 wheel among them, from the wheels)
+# importable. OUT is the first argument, else $OUT, else ./out. It gets:
 #   environment.txt     python, torch, CUDA, the GPU
 #   overhead.md/.json   per level: untraced, timed (traced run), traced step times, overhead
 #   kernels.txt         `dlbs trace --view kernels --top 40` of the kernel-level trace
@@ -25,7 +25,7 @@
 #   DEVICE=gpu  MODEL=resnet50  BATCH=256  DTYPE=float16  LEVEL=kernel
 #   LEVELS=step,layer,operator,kernel,full  NUM_BATCHES=30  WARMUP=10  TRACE_BATCHES=5
 #   PARAMS="pytorch.channels_last=true"  (more -P parameters for every run, space-separated)
-#   WHEELS=bench/tracing/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
+#   WHEELS=bench/device/wheels  PYTHON=python3  SKIP_INSTALL=0 (1: use $PYTHON as it is)
 # The dlbs part on a CPU, small and quick (how it is tested where there is no GPU):
 #   DEVICE=cpu LEVEL=operator LEVELS=step,layer,operator MODEL=resnet18 BATCH=2 \
 #     DTYPE=float32 NUM_BATCHES=2 WARMUP=1 TRACE_BATCHES=2 PARAMS= SKIP_INSTALL=1 \
@@ -44,27 +44,14 @@ num_batches="${NUM_BATCHES:-30}"
 warmup="${WARMUP:-10}"
 trace_batches="${TRACE_BATCHES:-5}"
 params="${PARAMS-pytorch.channels_last=true}"
-wheels="${WHEELS:-$repo/bench/tracing/wheels}"
+wheels="${WHEELS:-$repo/bench/device/wheels}"
 python="${PYTHON:-python3}"
 
 exec > >(tee "$out/run.log") 2>&1
 cd "$repo"
 export DLBS_ROOT="$repo" PYTHONUNBUFFERED=1
 
-if [[ "${SKIP_INSTALL:-0}" != 1 ]]; then
-    venv="${VENV:-/tmp/dlbs-trace-venv}"
-    "$python" -m venv --system-site-packages "$venv"
-    pip=("$venv/bin/python" -m pip install --quiet --no-index --no-deps)
-    "${pip[@]}" "$wheels"/*.whl
-    # Only what the machine lacks: never replace its torch's numpy or torchvision.
-    for module in numpy:numpy PIL:pillow torchvision:torchvision; do
-        "$venv/bin/python" -c "import ${module%%:*}" 2>/dev/null ||
-            "${pip[@]}" "$wheels"/optional/"${module##*:}"-*.whl
-    done
-    "$venv/bin/python" -m pip install --quiet --no-index --no-deps --no-build-isolation \
-        -e "$repo"
-    python="$venv/bin/python"
-fi
+source "$repo/bench/device/setup_env.sh"
 
 {
     date -u +"%Y-%m-%dT%H:%M:%SZ"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The wheels run_on_device.sh installs on the GPU machine (Python 3.12, PyTorch preinstalled,
-# no internet), downloaded here for CPython 3.12 on x86-64 Linux into bench/tracing/wheels
-# (ignored by git; carry it to the device):
+# The wheels the GPU scripts (bench/evaluation/run_on_device.sh, bench/tracing/...) install
+# on the GPU machine (Python 3.12, PyTorch preinstalled, no internet) through
+# bench/device/setup_env.sh, downloaded here for CPython 3.12 on x86-64 Linux into
+# bench/device/wheels (ignored by git; carry it to the device):
 # - dlbs's dependencies as pyproject.toml pins them (ijson included: `dlbs trace` streams
-#   traces with it; its cp312 wheel carries the C parser), but numpy (the machine's torch
-#   brings one; 1.23.5 has no 3.12 wheel), scipy and matplotlib (`dlbs run` and `dlbs trace`
-#   never import them);
-# - setuptools for dlbs's editable install;
+#   traces with it), but numpy (the machine's torch brings one; 1.23.5 has no 3.12 wheel),
+#   scipy and matplotlib (the machine has them, and `dlbs run` never imports them);
+# - MLCommons LoadGen (the evaluation scenarios);
 # - only for a machine that lacks them: numpy 2.2, Pillow, torchvision 0.26.0 (torch 2.11's).
 #
-#   bash bench/tracing/build_wheels.sh
+#   bash bench/device/build_wheels.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -27,7 +27,7 @@ for pin in tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]:
         print(pin)
 PY
 )
-$pip download --dest "$dest" "${platform[@]}" "${pins[@]}" setuptools==80.9.0
+$pip download --dest "$dest" "${platform[@]}" "${pins[@]}" mlcommons-loadgen==6.0.17
 mkdir -p "$dest/optional"
 $pip download --dest "$dest/optional" "${platform[@]}" --no-deps numpy==2.2.6 \
     Pillow==13.0.0 torchvision==0.26.0
