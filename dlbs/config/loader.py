@@ -60,12 +60,6 @@ def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
-def read_document(path: Path) -> Any:
-    """Parse one JSON or YAML file within the budgets; errors name the file and line."""
-    check_suffix(path)  # before anything is opened: `include: [/dev/zero]` reads nothing
-    return parse_document(path, read_spec_bytes(path))
-
-
 class SpecBuilder:
     """Accumulates layers into a Spec, in the order they are added."""
 

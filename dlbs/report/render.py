@@ -230,11 +230,6 @@ def render_markdown(report: Report) -> str:
 
 # -- for programs ----------------------------------------------------------------------
 
-def record_columns(report: Report) -> list[str]:
-    """Fields of a CSV report: constant and row keys, the column axis, the values."""
-    return report.fields()
-
-
 def render_csv(report: Report) -> str:
     """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr).
 

@@ -22,11 +22,6 @@ from dlbs.results.protocol import protocol_line
 MAX_NAMES = 10_000
 
 
-def attempt_log_path(log_file: str, attempt: int) -> str:
-    """Attempt 1 writes `exp.log_file`; a retry writes beside it, never over anything."""
-    return next(_candidates(log_file, attempt))
-
-
 def _candidates(log_file: str, attempt: int) -> Iterator[str]:
     """The free names for an attempt's log, best first (each free when it was looked at)."""
     root, ext = os.path.splitext(log_file)

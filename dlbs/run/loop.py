@@ -83,8 +83,6 @@ class Summary:
     #: What stopped the sweep (SIGINT, SIGTERM, SIGHUP), and the exit status that says so.
     stopped_by: str | None = None
     stop_status: int = STOPPED_STATUS
-    #: SLURM jobs left queued or running for a later `dlbs run` (slurm.on_interrupt: keep).
-    kept_jobs: int = 0
 
     def add(self, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -567,7 +565,6 @@ class Sweep:
                 self._finish(attempt, self._stopped(outcome), usage, warnings)
         if flights is not None and flights.active:
             if self.settings.on_interrupt == "keep" or not requested:
-                self.summary.kept_jobs = flights.active
                 self.reporter.note(f"{flights.active} SLURM job(s) left queued or running "
                                    "(slurm.on_interrupt: keep): the next dlbs run re-attaches "
                                    "to them")

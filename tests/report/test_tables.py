@@ -11,7 +11,6 @@ import pytest
 
 from dlbs.errors import ResultsError
 from dlbs.report import Options, build_report, render
-from dlbs.report.render import record_columns
 from tests.report.conftest import record, records
 from tests.results.helpers_results import experiment
 
@@ -204,7 +203,7 @@ def test_markdown_shows_attempt_counts() -> None:
 def test_csv_report_is_one_line_per_cell() -> None:
     report = build_report(WEAK, "weak")
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
-    assert list(rows[0]) == record_columns(report)
+    assert list(rows[0]) == report.fields()
     by_gpus = {(row["replica_batch"], row["gpus"]): row for row in rows}
     assert by_gpus[("32", "2")]["efficiency"] == "95.24"
     assert by_gpus[("32", "4")]["throughput"] == "1163.64"
