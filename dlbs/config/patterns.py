@@ -14,6 +14,7 @@ from typing import Any
 import regex
 
 from dlbs.config.limits import EXPRESSION_SECONDS, MAX_STRING
+from dlbs.config.values import short
 from dlbs.errors import ConfigError
 
 Pattern = regex.Pattern
@@ -36,7 +37,7 @@ def compile_pattern(text: str, flags: int = 0) -> Any:
         try:
             pattern = regex.compile(text, flags)
         except (regex.error, ValueError, OverflowError, RecursionError) as error:
-            raise ConfigError(f"invalid regular expression {_short(text)}: "
+            raise ConfigError(f"invalid regular expression {short(text, 60)}: "
                               f"{_reason(error)}") from None
         _compiled[key] = pattern
     return pattern
@@ -72,15 +73,10 @@ def fullmatch_groups(pattern: str, text: str) -> tuple[str, ...] | None:
 
 
 def too_slow(pattern: Any, text: str, timeout: float) -> ConfigError:
-    return ConfigError(f"regular expression {_short(pattern.pattern)} took more than "
+    return ConfigError(f"regular expression {short(pattern.pattern, 60)} took more than "
                        f"{timeout:g} s on a text of {len(text):,} characters",
                        hint="simplify the pattern: nested repeats such as (a+)+ or (a|aa)+ "
                             "backtrack without end")
-
-
-def _short(text: str) -> str:
-    shown = repr(text)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def _reason(error: BaseException) -> str:

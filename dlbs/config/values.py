@@ -227,9 +227,9 @@ def _check_unicode(text: str) -> None:
                           f"surrogate)") from None
 
 
-def short(value: Any) -> str:
-    """`repr(value)`, cut to fit one line of an error message (and never a 10**5000)."""
+def short(value: Any, width: int = 40) -> str:
+    """`repr(value)`, cut to `width` to fit one line of an error message (never a 10**5000)."""
     if type(value) is int and value.bit_length() > 200:
         return f"of {value.bit_length()} bits"
     shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+    return shown if len(shown) <= width else shown[:width - 3] + "..."

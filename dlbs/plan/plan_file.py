@@ -25,7 +25,7 @@ from dlbs.config.limits import MAX_PLAN_BYTES
 from dlbs.config.loader import load_spec
 from dlbs.config.names import NAME_RULE, is_name
 from dlbs.config.spec import Extension, ParamDef, Spec
-from dlbs.config.values import check_plain, render
+from dlbs.config.values import check_plain, render, short
 from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.builder import ID, MAX_EXPERIMENTS, condition_holds, max_experiments
 from dlbs.plan.containment import contain
@@ -153,7 +153,7 @@ def _as_declared(definition: ParamDef, value: Any) -> Any:
     checked = check_value(definition, value)
     if type(checked) is not type(value) and not (definition.type == "float" and
                                                  type(value) is int):
-        raise ConfigError(f"{_short(value)} is not a {definition.type}",
+        raise ConfigError(f"{short(value, 60)} is not a {definition.type}",
                           hint="a plan holds values as `dlbs plan` wrote them")
     return checked
 
@@ -163,6 +163,3 @@ def _holds(experiment: dict[str, Any], name: str, test: Any) -> bool:
     return name in experiment and condition_holds(test, experiment[name])
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
