@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Mapping
 from typing import Any
@@ -30,10 +29,7 @@ from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.builder import ID, MAX_EXPERIMENTS, condition_holds, max_experiments
 from dlbs.plan.containment import contain
 from dlbs.plan.resolver import check_value
-
-# orjson reads an integer beyond 64 bits as a float; such a plan is read by Python's json,
-# which keeps it exact, so that it is refused as too large instead of rounded.
-_LONG_DIGITS = re.compile(rb"\d{19,}")
+from dlbs.util.exact_json import has_long_digits
 
 
 def read_plan(path: str | os.PathLike[str], spec: Spec | None = None) -> list[dict[str, Any]]:
@@ -66,7 +62,9 @@ def _read(path: str) -> bytes:
 
 def parse_plan(data: bytes, where: str) -> list[Any]:
     """The JSON values of a plan file: one list, or one value per non-blank line."""
-    exact = _LONG_DIGITS.search(data) is not None
+    # orjson reads an integer beyond 64 bits as a float; such a plan is read by Python's
+    # json, which keeps it exact, so that it is refused as too large instead of rounded.
+    exact = has_long_digits(data)
     try:
         if data.lstrip().startswith(b"["):
             experiments = _loads(data, exact)

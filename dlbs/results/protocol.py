@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from dlbs.errors import ResultsError
+from dlbs.util.exact_json import has_long_digits
 
 # Statuses the engine records (docs/backends/protocol.md section 6); a backend prints ok or
 # failure.
@@ -62,20 +63,13 @@ class ParsedLog:
     path: str | None = None
 
 
-# 19 or more digits in a row: possibly an integer beyond 64 bits, which orjson reads as a
-# float. Python's float repr never has that many digits in a row, so this is rare.
-_LONG_DIGITS_STR = re.compile(r"\d{19,}")
-_LONG_DIGITS_BYTES = re.compile(rb"\d{19,}")
-
-
 def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
     """JSON value of `raw`; (False, None) when it is not JSON.
 
     orjson is the fast path; Python's json is the fallback because `json.dumps` in a
     backend writes NaN and Infinity, which orjson (strict JSON) refuses.
     """
-    long_digits = _LONG_DIGITS_BYTES if isinstance(raw, bytes) else _LONG_DIGITS_STR
-    if long_digits.search(raw) is None:
+    if not has_long_digits(raw):  # else an integer beyond 64 bits, which orjson would round
         try:
             return True, orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 import orjson
@@ -42,13 +41,22 @@ def _finite(value: Any) -> Any:
 
 
 # 19 or more digits in a row: possibly an integer beyond 64 bits, which orjson would read as
-# a float. A float's repr never has that many digits in a row.
-_LONG_DIGITS = re.compile(r"\d{19,}")
+# a float. A float's repr never has that many digits in a row. Found by mapping the digits to
+# NUL (which JSON text never holds raw) and looking for a run: a str.translate and a
+# substring search, several times faster than a regular expression on every value read.
+_DIGITS_TO_NUL = str.maketrans("0123456789", "\0" * 10)
+_BYTE_DIGITS_TO_NUL = bytes.maketrans(b"0123456789", b"\0" * 10)
+_LONG_RUN = "\0" * 19
+_LONG_BYTE_RUN = b"\0" * 19
+
+
+def has_long_digits(text: str | bytes) -> bool:
+    """Whether JSON text may hold an integer orjson cannot read exactly (module comment)."""
+    if isinstance(text, bytes):
+        return _LONG_BYTE_RUN in text.translate(_BYTE_DIGITS_TO_NUL)
+    return _LONG_RUN in text.translate(_DIGITS_TO_NUL)
 
 
 def loads(text: str | bytes) -> Any:
     """The value of JSON text that `dumps` wrote, integers exact however large."""
-    digits = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-    if _LONG_DIGITS.search(digits) is None:
-        return orjson.loads(text)
-    return json.loads(text)
+    return json.loads(text) if has_long_digits(text) else orjson.loads(text)
