@@ -78,6 +78,11 @@ def plans(data: str) -> dict[str, list[tuple[str, list[str]]]]:
             ("eager, timing events", backend("--timing", "events")),
             ("compiled, CUDA graph, bf16", backend(*GRAPHS, dtype="bfloat16")),
         ],
+        "jpeg": [
+            ("compiled, CUDA graph of the step", backend(*GRAPHS)),
+            ("jpeg gpu decode: compiled, CUDA graph", jpeg(data, "gpu", *GRAPHS)),
+            ("jpeg cpu decode: compiled, CUDA graph", jpeg(data, "cpu", *GRAPHS)),
+        ],
         "autotune": [
             ("compiled max-autotune, CUDA graph of the step", backend(*GRAPHS, *AUTOTUNE)),
             ("reference: compiled max-autotune, fused SGD, CUDA graph", reference(
@@ -106,7 +111,7 @@ def make_data(data: Path, log) -> None:
 def main() -> None:
     """Run one plan, print its table."""
     p = argparse.ArgumentParser()
-    p.add_argument("--plan", default="knobs", choices=["knobs", "autotune"])
+    p.add_argument("--plan", default="knobs", choices=["knobs", "jpeg", "autotune"])
     p.add_argument("--only", default="", help="rows whose name contains this")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     p.add_argument("--data", default="/tmp/dlbs_jpeg_train")

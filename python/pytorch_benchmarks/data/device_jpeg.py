@@ -8,9 +8,9 @@ ImageNet training transform (random resized crop, horizontal flip) or the infere
 ``prefetch`` batches ahead; the timed loop's stream waits for a batch's event, so the
 decoding of the next batches overlaps the training step of this one.
 
-Resampling is bilinear, without antialiasing (``F.interpolate(mode='bilinear',
-antialias=False)`` on each crop, which ``resample`` matches), batched: the crops are copied
-into a padded buffer and one ``grid_sample`` makes all the outputs.
+Resampling is bilinear, without antialiasing (what ``F.interpolate(mode='bilinear')`` does
+to each crop), in a fixed number of batched operations (``resample``): the host's work per
+batch does not grow with the batch, so one thread keeps up with the GPU.
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..errors import UserError
 from .transforms import CROP_RATIO, CROP_SCALE, RESIZE_RATIO, normalize
 
-#: Padded buffers of one resampling call stay under this (a batch of huge photos is split).
-CHUNK_BYTES = 512 * 2**20
 _JPEG_MAGIC = b"\xff\xd8"
 
 
@@ -80,59 +77,49 @@ def centre_crops(heights: np.ndarray, widths: np.ndarray, size: int) -> Boxes:
                  np.zeros(len(heights), dtype=bool))
 
 
-def _chunks(boxes: Boxes) -> Iterator[tuple[int, int]]:
-    """[start, end) runs of images whose padded float32 crops fit in CHUNK_BYTES together."""
-    start, high, wide = 0, 0, 0
-    for i in range(len(boxes.height)):
-        high2, wide2 = max(high, int(boxes.height[i])), max(wide, int(boxes.width[i]))
-        if i > start and (i + 1 - start) * 3 * high2 * wide2 * 4 > CHUNK_BYTES:
-            yield start, i
-            start, high2, wide2 = i, int(boxes.height[i]), int(boxes.width[i])
-        high, wide = high2, wide2
-    if start < len(boxes.height):
-        yield start, len(boxes.height)
-
-
-def _sample_grid(boxes: Boxes, start: int, end: int, padded: tuple[int, int], size: int,
-                 device: torch.device) -> torch.Tensor:
-    """grid_sample's (n, size, size, 2) grid: output pixel -> source pixel in the padded crop.
-
-    The source coordinate is PyTorch's bilinear one (align_corners False): (i + 0.5) x
-    crop / size - 0.5, clamped to the crop, so the padding is never read.
-    """
-    per_image = np.stack([boxes.height[start:end], boxes.width[start:end],
-                          boxes.flip[start:end]]).astype(np.float32)
-    h, w, flip = torch.from_numpy(per_image).to(device, non_blocking=True)[:, :, None]
-    steps = torch.arange(size, device=device, dtype=torch.float32)[None, :] + 0.5
-    ys = torch.minimum((steps * h / size - 0.5).clamp_(min=0.0), h - 1)
-    xs = torch.minimum((steps * w / size - 0.5).clamp_(min=0.0), w - 1)
-    xs = torch.where(flip > 0, w - 1 - xs, xs)
-    gy = (2.0 * ys + 1.0) / padded[0] - 1.0
-    gx = (2.0 * xs + 1.0) / padded[1] - 1.0
-    n = end - start
-    return torch.stack([gx[:, None, :].expand(n, size, size),
-                        gy[:, :, None].expand(n, size, size)], dim=-1)
-
-
 def resample(images: Sequence[torch.Tensor], boxes: Boxes, size: int) -> torch.Tensor:
     """Crop each CHW uint8 image to its box, resize to size x size, mirror where asked.
 
-    Returns float32 NCHW pixels in 0..255 on the images' device.
+    Returns float32 NCHW pixels in 0..255 on the images' device. The result is
+    ``F.interpolate(crop, (size, size), mode='bilinear', align_corners=False)`` of each
+    crop (flipped where asked), made for the whole batch by a fixed number of operations: the
+    images are concatenated into one flat buffer, and each output pixel gathers its four
+    source pixels from it (PyTorch's bilinear source coordinate, (i + 0.5) x crop / size -
+    0.5, clamped to the crop). Memory is bounded by the output's size, not the images'.
     """
     device = images[0].device
-    outputs = []
-    for start, end in _chunks(boxes):
-        high = int(boxes.height[start:end].max())
-        wide = int(boxes.width[start:end].max())
-        padded = torch.zeros((end - start, 3, high, wide), dtype=torch.float32, device=device)
-        for row, i in enumerate(range(start, end)):
-            t, lft = int(boxes.top[i]), int(boxes.left[i])
-            h, w = int(boxes.height[i]), int(boxes.width[i])
-            padded[row, :, :h, :w].copy_(images[i][:, t:t + h, lft:lft + w])
-        grid = _sample_grid(boxes, start, end, (high, wide), size, device)
-        outputs.append(F.grid_sample(padded, grid, mode="bilinear", padding_mode="border",
-                                     align_corners=False))
-    return outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+    flat = torch.cat([image.reshape(-1) for image in images])
+    heights = np.array([image.shape[1] for image in images], dtype=np.int64)
+    widths = np.array([image.shape[2] for image in images], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(3 * heights * widths)[:-1]])
+    table = torch.from_numpy(np.stack([offsets, widths, heights * widths, boxes.top, boxes.left,
+                                       boxes.height, boxes.width, boxes.flip.astype(np.int64)]))
+    if device.type == "cuda":  # one asynchronous copy: the host never waits for the device
+        table = table.pin_memory()
+    offset, width, plane, top, left, crop_h, crop_w, flip = table.to(
+        device, non_blocking=True)[:, :, None]
+    steps = torch.arange(size, device=device, dtype=torch.float32)[None, :] + 0.5
+
+    def taps(origin, extent, mirrored):
+        """(first, second, weight of the second) source index of each output position."""
+        extent_f = extent.float()
+        src = torch.minimum((steps * extent_f / size - 0.5).clamp_(min=0.0), extent_f - 1)
+        if mirrored is not None:
+            src = torch.where(mirrored > 0, extent_f - 1 - src, src)
+        first = src.floor()
+        second = torch.minimum(first + 1, extent_f - 1)
+        return origin + first.long(), origin + second.long(), src - first
+
+    y0, y1, wy = taps(top, crop_h, None)
+    x0, x1, wx = taps(left, crop_w, flip)
+    channel = torch.arange(3, device=device)[None, :, None, None] * plane[:, :, None, None]
+    rows0 = (offset + y0 * width)[:, None, :, None] + channel
+    rows1 = (offset + y1 * width)[:, None, :, None] + channel
+    cols0, cols1 = x0[:, None, None, :], x1[:, None, None, :]
+    wx, wy = wx[:, None, None, :], wy[:, None, :, None]
+    top_row = flat[rows0 + cols0].float() * (1 - wx) + flat[rows0 + cols1].float() * wx
+    bottom_row = flat[rows1 + cols0].float() * (1 - wx) + flat[rows1 + cols1].float() * wx
+    return top_row * (1 - wy) + bottom_row * wy
 
 
 def read_jpeg(path: str) -> torch.Tensor:
