@@ -79,8 +79,8 @@ def plans(data: str) -> dict[str, list[tuple[str, list[str]]]]:
             ("compiled, CUDA graph, bf16", backend(*GRAPHS, dtype="bfloat16")),
         ],
         "jpeg": [
-            ("compiled, CUDA graph of the step", backend(*GRAPHS)),
             ("jpeg gpu decode: compiled, CUDA graph", jpeg(data, "gpu", *GRAPHS)),
+            ("compiled, CUDA graph of the step", backend(*GRAPHS)),
             ("jpeg cpu decode: compiled, CUDA graph", jpeg(data, "cpu", *GRAPHS)),
         ],
         "autotune": [
