@@ -26,6 +26,24 @@ import torchvision
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+def captured(step, before_capture=lambda: None):
+    """Capture ``step`` in a CUDA graph and return the graph's replay.
+
+    Three warm-up calls on a side stream first: the recipe of torch.cuda.graph's documentation.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    before_capture()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
 def main() -> None:
     """Run one setting and print its figures."""
     p = argparse.ArgumentParser()
@@ -78,17 +96,7 @@ def main() -> None:
             scaler.update()
 
         if a.graph:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    step()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            opt.zero_grad(set_to_none=True)
-            with torch.cuda.graph(graph):
-                step()
-            step = graph.replay
+            step = captured(step, before_capture=lambda: opt.zero_grad(set_to_none=True))
 
     else:
         model.eval()
@@ -106,16 +114,7 @@ def main() -> None:
 
         step = forward
         if a.cuda_graphs and not a.compile:  # compiled: reduce-overhead does the graphs
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    forward()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                forward()
-            step = graph.replay
+            step = captured(forward)
 
     for _ in range(a.warmup):
         step()

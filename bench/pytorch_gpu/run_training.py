@@ -19,14 +19,13 @@ one). Every process's output is appended to ``<out>/<plan>.log``, the figures to
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from run_settings import BACKEND, REFERENCE, ROOT, run
+from run_settings import BACKEND, REFERENCE, ROOT, keep, run
 
 GENERATOR = ROOT / "python" / "pytorch_benchmarks" / "make_jpeg_dataset.py"
 WARMUP, STEPS = 10, 50
@@ -145,9 +144,7 @@ def main() -> None:
                 "msg": values.get("results.status_msg"),
                 "wall_s": round(time.time() - t0, 1),
             }
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            (out / f"{a.plan}.json").write_text(json.dumps(rows, indent=1))
+            keep(rows, row, out / f"{a.plan}.json")
     print("\n| row | img/s | data wait | wall s |")
     print("|---|---|---|---|")
     for row in rows:

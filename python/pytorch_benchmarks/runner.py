@@ -25,7 +25,7 @@ from .steps import (
     make_inference_step,
     make_training_step,
 )
-from .timing import Timings, device_synchronizer, run_event_timed_loop, run_timed_loop
+from .timing import device_synchronizer, run_event_timed_loop, run_timed_loop
 from .tracing import Tracer, eager_model, in_phase, make_tracer
 from .weights import load_weights
 
@@ -297,51 +297,6 @@ def peak_memory_mib(device: torch.device) -> float:
     return peak_rss_mib()
 
 
-def _timed_run(
-    spec: ModelSpec,
-    opts: Options,
-    device: torch.device,
-    dtype: torch.dtype,
-    source: SyntheticSource | LoaderSource | DeviceJpegSource,
-    memory_format: torch.memory_format,
-    topology: distributed.Topology,
-) -> tuple[Timings, float, dict[str, Any]]:
-    """Build the step, run the timed loop, then the traced pass if asked.
-
-    Returns the timings, this replica's peak memory and the trace's keys.
-    """
-    tracer = make_tracer(opts, spec.model_id, spec.title, device, topology.is_main,
-                         topology.world_size)
-    step = make_step(spec, opts, device, dtype, source, memory_format, topology, tracer)
-    log(
-        f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
-        f"batch={opts.batch_size}x{topology.world_size} "
-        f"channels_last={uses_channels_last(spec, opts)} "
-        f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
-        f"inductor_options={dict(opts.inductor_options)} freezing={opts.freezing} "
-        f"cuda_graphs={opts.cuda_graphs} optimizer={opts.optimizer}({opts.optimizer_impl}) "
-        f"data={'synthetic' if not opts.data_dir else opts.data_backend} "
-        f"decode={opts.decode} data_loader_only={opts.data_loader_only} "
-        f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
-        f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
-    )
-    if opts.timing == "events" and device.type == "cuda":
-        timings = run_event_timed_loop(
-            source.next, step, device, opts.num_warmup_batches, opts.num_batches
-        )
-    else:
-        timings = run_timed_loop(
-            source.next,
-            step,
-            device_synchronizer(device),
-            opts.num_warmup_batches,
-            opts.num_batches,
-        )
-    memory = peak_memory_mib(device)  # before the traced pass, which never counts
-    traced = tracer.run(source.next, step) if tracer is not None else {}
-    return timings, memory, traced
-
-
 def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, Any] | None:
     """Run the experiment; return the protocol's results on rank 0, None on other ranks."""
     if opts.extra_models:
@@ -358,9 +313,36 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     torch.manual_seed(0)
     memory_format = memory_format_for(spec, opts)
     source = make_source(spec, opts, device, dtype, memory_format, topology)
-    try:
-        timings, memory, traced = _timed_run(spec, opts, device, dtype, source, memory_format,
-                                             topology)
+    try:  # a decoding thread or loader workers stop whatever happens
+        tracer = make_tracer(opts, spec.model_id, spec.title, device, topology.is_main,
+                             topology.world_size)
+        step = make_step(spec, opts, device, dtype, source, memory_format, topology, tracer)
+        log(
+            f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
+            f"batch={opts.batch_size}x{topology.world_size} "
+            f"channels_last={uses_channels_last(spec, opts)} "
+            f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
+            f"inductor_options={dict(opts.inductor_options)} freezing={opts.freezing} "
+            f"cuda_graphs={opts.cuda_graphs} optimizer={opts.optimizer}({opts.optimizer_impl}) "
+            f"data={'synthetic' if not opts.data_dir else opts.data_backend} "
+            f"decode={opts.decode} data_loader_only={opts.data_loader_only} "
+            f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
+            f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
+        )
+        if opts.timing == "events" and device.type == "cuda":
+            timings = run_event_timed_loop(
+                source.next, step, device, opts.num_warmup_batches, opts.num_batches
+            )
+        else:
+            timings = run_timed_loop(
+                source.next,
+                step,
+                device_synchronizer(device),
+                opts.num_warmup_batches,
+                opts.num_batches,
+            )
+        memory = peak_memory_mib(device)  # before the traced pass, which never counts
+        traced = tracer.run(source.next, step) if tracer is not None else {}
     finally:
         source.close()
     # The slowest replica sets the job's pace: take each batch's maximum over replicas.
