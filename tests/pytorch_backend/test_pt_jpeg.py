@@ -211,3 +211,28 @@ def test_gpu_decoding_without_a_gpu_is_refused_by_the_backend(backend, jpeg_fold
                   "--data_backend", "image_folder", "--decode", "gpu")
     assert run.returncode == 2
     assert "--decode gpu decodes on the GPU" in run.values["results.status_msg"]
+
+
+@pytest.mark.slow
+def test_one_sweep_puts_jpeg_data_beside_synthetic_with_the_data_wait_share(
+        dlbs_cli, tmp_path, extra_models, jpeg_folder):
+    params = ["exp.framework=pytorch", "exp.model=tiny_cnn", f"pytorch.extra_models={extra_models}",
+              "exp.replica_batch=4", "exp.num_batches=3", "exp.num_warmup_batches=1",
+              "pytorch.data_backend=image_folder", "pytorch.num_loader_threads=1",
+              f"exp.log_dir={tmp_path / 'logs'}"]
+    args = [word for param in params for word in ("-P", param)]
+    run = dlbs_cli("run", *args, "-V", f'exp.data_dir=["", "{jpeg_folder}"]', cwd=tmp_path,
+                   timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = dlbs_cli("report", str(tmp_path / "logs"), "--columns", "throughput,data_wait",
+                      "--format", "csv", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(report.stdout)))
+    by_data = {row["runtime.data_dir"]: row for row in rows}  # the row key of exp.data_dir
+    assert set(by_data) == {"", str(jpeg_folder)}
+    assert by_data[""]["data_wait"] == ""  # synthetic data waits for nothing
+    assert 0.0 <= float(by_data[str(jpeg_folder)]["data_wait"]) <= 1.0
+    assert all(float(row["throughput"]) > 0 for row in rows)
