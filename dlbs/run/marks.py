@@ -8,6 +8,10 @@ start time) is added. The mark is recorded in the attempt's `job_id` as `run:` +
 column otherwise holds a SLURM job id), before the benchmark starts: a `dlbs run` killed at
 any moment leaves an open attempt whose mark tells the next run what to stop
 (`ProcessTarget.stop_leftovers`).
+
+A scheduler's attempt has no mark: its job id column holds `pending:<name>:<index>` from just
+before the submission until the scheduler's answer (the job id) is recorded, so that a loop
+killed in between finds the job by its name (`SchedulerTarget.find_submitted`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from dlbs.run.targets.orphans import boot_id, start_ticks
 
 PREFIX = "run:"
+PENDING_PREFIX = "pending:"
 #: The environment variable that carries a local attempt's token to its whole process tree.
 TOKEN_VARIABLE = "DLBS_ATTEMPT"
 #: The label that carries a container attempt's token.
@@ -61,3 +66,19 @@ def decode(job_id: str) -> dict[str, Any] | None:
         return None
     return mark
 
+
+
+def pending(name: str, index: int | None) -> str:
+    """The job id column of an attempt about to be submitted as entry `index` of `name`."""
+    return f"{PENDING_PREFIX}{name}:{'' if index is None else index}"
+
+
+def is_pending(job_id: str | None) -> bool:
+    """Whether an attempt's job id is a pending submission's name (not a job id yet)."""
+    return bool(job_id) and str(job_id).startswith(PENDING_PREFIX)
+
+
+def decode_pending(job_id: str) -> tuple[str, int | None]:
+    """The submission's name and the attempt's entry in it (None: the only one)."""
+    name, _, index = job_id[len(PENDING_PREFIX):].partition(":")
+    return name, int(index) if index.isdigit() else None

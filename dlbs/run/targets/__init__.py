@@ -10,17 +10,21 @@ when someone selects it.
 from __future__ import annotations
 
 from dlbs.run.targets.base import (
+    OpenTargets,
     ProcessTarget,
-    SchedulerTarget,
     Target,
     get_target,
     register_target,
     targets,
 )
+from dlbs.run.targets.scheduler import JobState, SchedulerTarget, SubmitLimit
 
 __all__ = [
+    "JobState",
+    "OpenTargets",
     "ProcessTarget",
     "SchedulerTarget",
+    "SubmitLimit",
     "Target",
     "get_target",
     "register_target",
