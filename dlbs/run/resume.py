@@ -1,7 +1,9 @@
 """Resume: what earlier `dlbs run`s left open in the plan's results stores, settled first.
 
 Before a sweep decides what to run, every open attempt of its stores is settled (the run
-holds the stores' locks, so no live run owns any of them):
+holds the stores' locks, so no live run owns any of them; an attempt whose mark names a run
+that still runs on this host means another run uses the database under a name the lock
+could not see, and stops this one before it touches anything):
 - a local or container attempt (its job id is a mark, `dlbs.run.marks`): what it may still
   run on this host is stopped (`ProcessTarget.stop_leftovers`) and it is closed interrupted;
 - a scheduler's attempt with a job id: re-attached, followed like a job this run submitted;
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from dlbs.errors import LaunchError
+from dlbs.errors import LaunchError, ResultsError
 from dlbs.recipes import Invocation, invocation_for, target_name
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
@@ -47,7 +49,10 @@ class EarlierRuns:
         """
         by_id = {e["exp.id"]: e for e in experiments}
         reattached: list[tuple[Attempt, str]] = []
-        for _, store in self.recorder.all_stores(experiments):
+        stores = self.recorder.all_stores(experiments)
+        for path, store in stores:
+            _refuse_a_live_owner(path, store.pending_jobs())
+        for _, store in stores:
             for stored in store.pending_jobs():
                 experiment = by_id.get(stored.exp_id, stored.params)
                 job_id = str(stored.job_id)
@@ -137,6 +142,20 @@ class EarlierRuns:
                          status_msg=f"dlbs stopped while submitting this attempt's job; "
                                     f"{target.display_name} does not know it")
         return ""
+
+
+def _refuse_a_live_owner(path: str, open_attempts: Sequence[Any]) -> None:
+    """ResultsError when an open attempt belongs to a run that still runs on this host."""
+    for stored in open_attempts:
+        mark = marks.decode(str(stored.job_id))
+        if mark is not None and marks.owned_by_a_live_run(mark):
+            pid = str(mark["owner"]).partition(":")[0]
+            raise ResultsError(
+                f"results database {path}: experiment {stored.exp_id}, attempt "
+                f"{stored.attempt} belongs to a dlbs run that still runs (pid {pid}): "
+                "another run uses this database under another name",
+                hint="wait for it to end, or give this run a database of its own "
+                     "(runtime.results_db)")
 
 
 def reattach_invocation(experiment: Experiment) -> Invocation:

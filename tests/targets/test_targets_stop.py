@@ -113,8 +113,7 @@ with open(log_path, "ab") as log:
 def _running(target: Any, mark: dict, engine: str) -> bool:
     """Whether anything of the attempt still runs: its processes, or its container."""
     if target.name == "local":
-        return bool(find_tree(mark.get("pid"), mark.get("start"), marks.TOKEN_VARIABLE,
-                              mark["token"]))
+        return bool(find_tree(marks.TOKEN_VARIABLE, mark["token"]))
     return any(c.status == "running" for c in _labelled(target, mark, engine))
 
 
@@ -157,24 +156,26 @@ def test_what_a_killed_dlbs_left_running_is_found_and_stopped(target_and_experim
             target.stop_leftovers(make_invocation(experiment, ["true"]), mark)
 
 
-# -- the local target's finding, by group and start time, and by the mark -----------------------
+# -- the local target's finding: by the token alone, never by what a database says ---------------
 
 def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "600"], start_new_session=True,
                             env={**os.environ, **(env or {})})
 
 
-def test_a_reused_pid_is_never_taken_for_the_recorded_process():
+def test_a_process_named_by_pid_and_start_time_alone_is_never_stopped():
+    """Issue 24, item 3: a recorded pid and start time (a crafted row) name no process."""
     unrelated = _sleeper()
     try:
         start = start_ticks(unrelated.pid)
         assert start is not None
-        # The recorded process started at another time: this pid is someone else's now.
-        assert find_tree(unrelated.pid, start - 1, marks.TOKEN_VARIABLE, "no-such-token") == {}
-        assert stop_tree(unrelated.pid, start + 1, marks.TOKEN_VARIABLE, "", 1.0) == []
+        assert find_tree(marks.TOKEN_VARIABLE, "") == {}
+        assert find_tree(marks.TOKEN_VARIABLE, "no-such-token") == {}
+        assert stop_tree(marks.TOKEN_VARIABLE, "", 1.0) == []
+        target = get_target("local")
+        crafted = {**marks.new_mark("local"), "pid": unrelated.pid, "start": start}
+        assert target.stop_leftovers(make_invocation({"exp.id": "x"}, ["true"]), crafted) == []
         assert unrelated.poll() is None
-        found = find_tree(unrelated.pid, start, marks.TOKEN_VARIABLE, "")
-        assert list(found) == [unrelated.pid] and found[unrelated.pid].name == "sleep"
     finally:
         unrelated.kill()
         unrelated.wait()
@@ -185,7 +186,7 @@ def test_processes_are_found_by_their_mark_alone():
     marked = _sleeper({marks.TOKEN_VARIABLE: token})
     other = _sleeper({marks.TOKEN_VARIABLE: "e" * 32})
     try:
-        stopped = stop_tree(None, None, marks.TOKEN_VARIABLE, token, 5.0)
+        stopped = stop_tree(marks.TOKEN_VARIABLE, token, 5.0)
         assert [process.pid for process in stopped] == [marked.pid]
         assert marked.wait(timeout=30) == -signal.SIGTERM
         assert other.poll() is None
