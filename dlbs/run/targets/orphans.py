@@ -96,7 +96,7 @@ def owner_lives(identity: str, elsewhere: bool = True) -> bool:
     pid_text, _, rest = identity.partition(":")
     start_text, _, rest = rest.partition(":")
     boot, _, host = rest.partition(":")
-    if not (pid_text.isdigit() and start_text.isdigit()):
+    if not (pid_text.isdigit() and start_text.isdigit() and boot and host):
         return False
     if host != socket.gethostname() or boot != boot_id():
         return elsewhere
