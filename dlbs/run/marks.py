@@ -49,9 +49,13 @@ def with_process(mark: Mapping[str, Any], pid: int) -> dict[str, Any]:
 
 
 def owned_by_a_live_run(mark: Mapping[str, Any]) -> bool:
-    """Whether the run that recorded the mark runs on this host now (and is not this one)."""
+    """Whether the run that recorded the mark runs on this host now (and is not this one).
+
+    The mark's attempt ran where its `host` says; a mark of another host tells nothing here.
+    """
     owner = mark.get("owner")
-    return isinstance(owner, str) and owner_lives(owner, elsewhere=False)
+    return isinstance(owner, str) and mark.get("host") == socket.gethostname() and \
+        owner_lives(owner, elsewhere=False)
 
 
 def encode(mark: Mapping[str, Any]) -> str:
