@@ -341,8 +341,8 @@ def database_layouts(draw: st.DrawFn) -> tuple[list[str], str, bool, list[tuple[
 
 def _alias(root: Path, database: Path, made: list[Path], kind: str, number: int,
            name: str) -> Path | None:
-    """Another name of `database` (None: `kind` makes a name of something else)."""
-    place = root / f"alias{len(made)}"
+    """Another name of `database` in a folder of its own (None: a name of something else)."""
+    place = root / f"alias{len(list(root.glob('alias*')))}"
     place.mkdir()
     link = place / name
     if kind == "symlink":
@@ -391,12 +391,10 @@ def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> N
         database.parent.mkdir(parents=True, exist_ok=True)
         if exists:
             database.write_bytes(b"")
-        made: list[Path] = []
         names: list[Path] = []
         for kind, number, alias_name in aliases:
-            alias = _alias(root, database, made, kind, number, alias_name)
+            alias = _alias(root, database, names, kind, number, alias_name)
             if alias is not None:
-                made.append(alias)
                 names.append(alias)
         holder = RunLock.of_database(database)
         try:
