@@ -123,21 +123,33 @@ def _labelled(target: Any, mark: dict, engine: str) -> list:
         all=True, filters={"label": f"{marks.TOKEN_LABEL}={mark['token']}"})
 
 
+def _runner(target: Any, experiment: dict, log_path: Path) -> subprocess.Popen[str]:
+    """A `dlbs run` stand-in running STUBBORN on the target; it prints the attempt's mark."""
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, target.name, json.dumps(experiment), str(log_path),
+         STUBBORN], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
 def test_what_a_killed_dlbs_left_running_is_found_and_stopped(target_and_experiment, tmp_path):
     target, experiment = target_and_experiment
     target.kill_grace = 1.0
     engine = experiment.get("runtime.podman_socket", "")
     log_path = tmp_path / "exp.log"
-    runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, target.name, json.dumps(experiment), str(log_path),
-         STUBBORN], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+    runner = _runner(target, experiment, log_path)
     mark: dict[str, Any] = {}
     try:
         assert runner.stdout is not None
         mark = json.loads(runner.stdout.readline())
         _wait_for(lambda: log_path.exists() and b"ready" in log_path.read_bytes(),
                   "the command did not start")
+        if target.name == "local":  # the whole tree carries the token and its owner
+            assert f"\0{marks.OWNER_VARIABLE}={runner.pid}:".encode() in _environ_of(mark["pid"])
+        else:
+            (container,) = _labelled(target, mark, engine)
+            assert container.labels[marks.OWNER_LABEL].split(":")[0] == str(runner.pid)
+        assert target.stop_leftovers(make_invocation(experiment, ["true"]), mark) == []
+        assert _running(target, mark, engine)  # its run lives: never stopped by another
         os.killpg(runner.pid, signal.SIGKILL)  # dlbs dies; its benchmark has its own session
         runner.wait(timeout=60)
         assert _running(target, mark, engine)  # left running
@@ -154,6 +166,11 @@ def test_what_a_killed_dlbs_left_running_is_found_and_stopped(target_and_experim
             os.killpg(runner.pid, signal.SIGKILL)
         if mark:
             target.stop_leftovers(make_invocation(experiment, ["true"]), mark)
+
+
+def _environ_of(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as stream:
+        return stream.read()
 
 
 # -- the local target's finding: by the token alone, never by what a database says ---------------
