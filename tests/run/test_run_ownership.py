@@ -32,7 +32,7 @@ from dlbs.run.targets.orphans import (
     start_ticks,
     stop_tree,
 )
-from tests.run.conftest import attempts, gated, open_attempts, wait_until
+from tests.run.conftest import attempts, gated, open_attempts, pid_alive, wait_until
 
 DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.num_batches=1", "-P", "exp.num_warmup_batches=0",
          "-P", "dummy.sleep=0"]
@@ -269,14 +269,6 @@ def _escaped(escaped: Path) -> int:
     return int(escaped.read_text())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.parametrize("end", ["normal", "exp.timeout", "SIGTERM"])
 def test_a_benchmarks_setsid_children_end_with_its_attempt(tmp_path, end):
     escaped = tmp_path / "escaped.pid"
@@ -296,9 +288,9 @@ def test_a_benchmarks_setsid_children_end_with_its_attempt(tmp_path, end):
                        "the backend did not print")
             os.kill(sweep.pid, signal.SIGTERM)
         _, err = sweep.communicate(timeout=180)
-        assert not _pid_alive(worker), f"the setsid worker outlived its attempt: {err}"
+        assert not pid_alive(worker), f"the setsid worker outlived its attempt: {err}"
     finally:
-        if _pid_alive(worker):
+        if pid_alive(worker):
             os.kill(worker, signal.SIGKILL)
         if sweep.poll() is None:
             os.killpg(sweep.pid, signal.SIGKILL)
