@@ -152,10 +152,6 @@ class OpenTargets:
             self._open[name] = get_target(name)
         return self._open[name]
 
-    def opened(self, name: str) -> Target:
-        """The instance of a target already opened (by `get`)."""
-        return self._open[name]
-
     def close(self) -> None:
         """Release what every opened target holds."""
         for target in self._open.values():
