@@ -18,10 +18,10 @@ from dlbs.recipes.invocation import (
     Mount,
 )
 from dlbs.recipes.recipe import Recipe, recipe_for, recipes, register_recipe
-from dlbs.recipes.schedulers import register_scheduler, schedulers, target_name
+from dlbs.recipes.schedulers import register_scheduler, target_name
 
 __all__ = [
     "DOCKER", "LOCAL", "SLURM", "BatchRequest", "assemble", "ContainerSpec", "Invocation", "Mount",
     "Recipe", "invocation_for", "launcher_prefix", "recipe_for", "recipes",
-    "register_recipe", "register_scheduler", "schedulers", "target_name",
+    "register_recipe", "register_scheduler", "target_name",
 ]

@@ -204,6 +204,17 @@ def test_an_upward_relative_import_is_caught(tmp_path):
     assert rank[_layer("dlbs.report.tables")] > rank[_layer("dlbs.run.sneaky")]
 
 
+def test_the_run_loop_imports_no_concrete_target(graph):
+    """Targets are found by name (the registry): a new one never changes the loop."""
+    from dlbs.run.targets.base import BUILTIN_MODULES
+
+    concrete = set(BUILTIN_MODULES)
+    reaching = sorted(f"{module} -> {target}" for module, imports in graph.items()
+                      if module.startswith("dlbs.run.") and module not in concrete
+                      for target in imports & concrete)
+    assert reaching == []
+
+
 def test_the_recipes_are_found_through_their_entry_points():
     from dlbs.recipes import recipes
 
