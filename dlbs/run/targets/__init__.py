@@ -2,9 +2,10 @@
 
 A target runs one experiment's `Invocation` somewhere: `local` (a child process), `docker`
 (the Docker Engine, through its SDK) or `slurm` (a batch job); the invocation names its
-target (`Invocation.target`). Targets register themselves with `@register_target(name)`; a
-target whose dependency is missing still registers, with the reason, which is reported only
-when someone selects it.
+target (`Invocation.target`). The run loop knows two interfaces, `ProcessTarget` (`base.py`)
+and `SchedulerTarget` (`scheduler.py`), and never a concrete target. Targets register
+themselves with `@register_target(name)`; a target whose dependency is missing still
+registers, with the reason, which is reported only when someone selects it.
 """
 
 from __future__ import annotations
