@@ -17,7 +17,7 @@ import orjson
 from dlbs.config.limits import INT_MAX, INT_MIN, MAX_NESTING, MAX_VALUE_CHARS
 from dlbs.errors import ConfigError
 from dlbs.util import exact_json
-from dlbs.util.booleans import parse_bool
+from dlbs.util.booleans import WORDS_TEXT, parse_bool
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 
@@ -111,7 +111,7 @@ def cast(value: Any, declared: str | None) -> Any:
             return bool(value)
         if isinstance(value, str) and parse_bool(value) is not None:
             return parse_bool(value)
-        raise ValueError(f"{short(value)} is not a bool (true/false/yes/no/on/off/1/0)")
+        raise ValueError(f"{short(value)} is not a bool ({WORDS_TEXT})")
     if declared == "list":
         if isinstance(value, list):
             return value

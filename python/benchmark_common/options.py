@@ -2,7 +2,7 @@
 
 Standard library only. A backend adds them to its parser with `add_evaluation_flags` and, after
 parsing, takes them out with `evaluation_options`, which checks every value (a problem raises
-`EvaluationFlagError`, which the backend reports as its own bad-flag error). The flags and
+`EvaluationFlagError`, a `flags.FlagError` like any other bad flag). The flags and
 their meanings: docs/backends/protocol.md section 1 and docs/evaluation.md.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, field
+
+from .flags import FlagError
 
 #: `benchmark` is the backend's own timed loop; the others run through LoadGen.
 SCENARIOS = ("benchmark", "single_stream", "multi_stream", "server", "offline", "max_qps",
@@ -23,7 +25,7 @@ _FLAGS = ("scenario", "target_qps", "latency_bound_ms", "latency_percentile", "m
           "loadgen_dir", "predict", "top")
 
 
-class EvaluationFlagError(ValueError):
+class EvaluationFlagError(FlagError):
     """A bad evaluation flag: the message names it and what is accepted."""
 
 

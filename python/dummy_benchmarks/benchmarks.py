@@ -34,9 +34,16 @@ if __package__ in (None, ""):
     # benchmark_common (the evaluation flags, the LoadGen harness) sits beside this folder.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmark_common.flags import (  # noqa: E402 - standard library only
+    DTYPES,
+    TRACE_LEVELS,
+    FlagError,
+    FlagParser,
+    add_bool_flag,
+    check_trace_flags,
+)
 from benchmark_common.memory import peak_rss_mib  # noqa: E402 - standard library only
 from benchmark_common.options import (  # noqa: E402 - standard library only
-    EvaluationFlagError,
     add_evaluation_flags,
     evaluation_options,
 )
@@ -84,36 +91,10 @@ MODEL_TITLES = {
 }
 
 DEVICES = ("cpu", "gpu")
-DTYPES = ("float", "float32", "float16", "bfloat16")
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
-
-class FlagError(ValueError):
-    """A bad command line: the message names the flag and what is accepted."""
 
 
 class TopologyError(ValueError):
     """A bad WORLD_SIZE or RANK: the message names the variable."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises FlagError instead of printing usage and exiting."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise FlagError(message)
-
-
-def parse_bool(text: str) -> bool:
-    """true/false/yes/no/on/off/1/0, any case."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(
-        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
-    )
 
 
 def _choice(allowed):
@@ -142,7 +123,7 @@ def _finite_seconds(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """Every flag the dummy backend accepts: docs/backends/protocol.md section 1, and its own."""
-    p = _Parser(
+    p = FlagParser(
         prog="benchmarks.py",
         description="dlbs's dummy backend: sleeps per batch and reports protocol lines.",
         allow_abbrev=False,  # a misspelt flag is an error, never a silent prefix match
@@ -154,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sleep", type=_finite_seconds, default=0.01,
                    help="seconds one batch takes")
     p.add_argument("--device", type=_choice(DEVICES), default="cpu", help="cpu or gpu")
-    p.add_argument("--dtype", type=_choice(DTYPES), default="float32", help="; ".join(DTYPES))
+    # The dtype is recorded as given (`float` stays `float`), not canonicalised.
+    p.add_argument("--dtype", type=_choice(tuple(DTYPES)), default="float32",
+                   help="; ".join(DTYPES))
     p.add_argument("--num_gpus", type=int, default=0, help="GPUs on this node (recorded only)")
     p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
@@ -162,9 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("forward_only", "inference if true, else training"),
         ("busy", "burn CPU for a batch's time instead of sleeping"),
     ):
-        # '--x', '--x true', '--x=off': a bare flag means true.
-        p.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=False,
-                       help=help_text)
+        add_bool_flag(p, name, False, help_text)
     p.add_argument("--memory_mib", type=int, default=0,
                    help="MiB of host memory to allocate, touch and hold for the run")
     p.add_argument("--fail", type=_choice(tuple(FAIL_MODES)), default="none",
@@ -178,17 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_options(argv=None) -> argparse.Namespace:
     """Parse and check the command line; raises FlagError."""
     opts = build_parser().parse_args(argv)
-    try:
-        opts.evaluation = evaluation_options(opts)
-    except EvaluationFlagError as error:
-        raise FlagError(str(error)) from None
+    opts.evaluation = evaluation_options(opts)
     if not opts.model.strip():
         raise FlagError("--model must not be empty")
     for name, least in (("batch_size", 1), ("num_batches", 1), ("num_warmup_batches", 0),
                         ("num_gpus", 0), ("num_threads", 0), ("memory_mib", 0)):
         if getattr(opts, name) < least:
             raise FlagError(f"--{name} must be >= {least}, got {getattr(opts, name)}")
-    check_trace_flags(opts)
+    check_trace_flags(opts.trace_level, opts.trace_batches, opts.trace_file, opts.device)
     return opts
 
 
@@ -426,7 +404,6 @@ def run(opts, world_size: int, rank: int) -> int:
 
 
 # -- a synthetic trace (docs/tracing.md), so the engine's side is tested without a framework --
-TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
 #: The made-up network of the synthetic trace: (name, type, share of its parent, children).
 SYNTHETIC_LAYERS = (
     ("conv1", "Conv2d", 0.06, ()),
@@ -449,18 +426,6 @@ def add_trace_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace_batches", type=int, default=5, help="batches to trace")
     parser.add_argument("--trace_file", default="",
                         help="where the trace goes (.json.gz); needed with --trace_level")
-
-
-def check_trace_flags(opts) -> None:
-    """The combinations of the trace flags that cannot be traced."""
-    if opts.trace_level == "none":
-        return
-    if opts.trace_batches < 1:
-        raise FlagError(f"--trace_batches must be >= 1, got {opts.trace_batches}")
-    if not opts.trace_file:
-        raise FlagError(f"--trace_level {opts.trace_level} needs --trace_file")
-    if opts.trace_level == "kernel" and opts.device != "gpu":
-        raise FlagError("--trace_level kernel traces GPU kernels: it needs --device gpu")
 
 
 def trace_pass(opts) -> dict:

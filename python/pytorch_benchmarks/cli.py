@@ -7,43 +7,23 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmark_common.options import (
-    EvaluationFlagError,
-    EvaluationOptions,
-    add_evaluation_flags,
-    evaluation_options,
+from benchmark_common.flags import (
+    FlagError,
+    FlagParser,
+    add_bool_flag,
+    parse_auto_bool,
+    parse_bool,
+    parse_dtype,
 )
+from benchmark_common.options import EvaluationOptions, add_evaluation_flags, evaluation_options
 
-from .errors import UserError
 from .trace_flags import TraceOptions, add_trace_flags, trace_options
 
-_TRUE = {"true", "yes", "on", "1", "t", "y"}
-_FALSE = {"false", "no", "off", "0", "f", "n"}
-DTYPES = {"float": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+__all__ = ["FlagError", "Options", "build_parser", "parse_bool", "parse_dtype", "parse_options"]
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 OPTIMIZERS = ("sgd", "lars")
 OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
-
-
-class FlagError(UserError):
-    """A bad command line: the message names the flag and what is accepted."""
-
-
-def parse_bool(text: str) -> bool:
-    """true/false/yes/no/on/off/1/0 (any case); anything else is an error."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(
-        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
-    )
-
-
-def parse_auto_bool(text: str) -> bool | str:
-    """``auto`` (any case), or a boolean as parse_bool reads it."""
-    return "auto" if text.strip().lower() == "auto" else parse_bool(text)
 
 
 def parse_inductor_option(text: str) -> tuple[str, object]:
@@ -58,23 +38,6 @@ def parse_inductor_option(text: str) -> tuple[str, object]:
     if isinstance(parsed, list | dict) or parsed is None:
         parsed = value
     return name.strip(), parsed
-
-
-def parse_dtype(text: str) -> str:
-    """float/float32/float16/bfloat16 -> the canonical torch name."""
-    try:
-        return DTYPES[text.strip().lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(
-            f"unsupported dtype {text!r}; choose one of {', '.join(DTYPES)}"
-        ) from None
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises FlagError instead of exiting, so failures are reported."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise FlagError(message)
 
 
 @dataclass
@@ -129,23 +92,16 @@ class Options:
         return "inference" if self.forward_only else "training"
 
 
-def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
-    """A boolean flag: '--x', '--x true', '--x=off' ... (a bare flag means true)."""
-    parser.add_argument(
-        f"--{name}", type=parse_bool, nargs="?", const=True, default=default, help=help_text
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Every flag the backend accepts."""
-    p = _Parser(
+    p = FlagParser(
         prog="benchmarks.py",
         description="PyTorch benchmark backend of dlbs: times training or inference of one model.",
     )
     p.add_argument(
         "--model", required=True, help="model id; an unknown id is an error that lists every id"
     )
-    _bool_flag(p, "forward_only", False, "inference if true, else training")
+    add_bool_flag(p, "forward_only", False, "inference if true, else training")
     p.add_argument("--batch_size", type=int, default=16, help="per-replica batch")
     p.add_argument("--num_batches", type=int, default=100, help="timed iterations")
     p.add_argument("--num_warmup_batches", type=int, default=1, help="untimed iterations first")
@@ -161,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["caffe_lmdb", "image_folder"],
         help="the format of --data_dir",
     )
-    _bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
+    add_bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
     p.add_argument("--num_loader_threads", type=int, default=4, help="data loader worker processes")
     p.add_argument(
         "--decode",
@@ -170,22 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="real data: decode and augment images on the host (DataLoader workers, Pillow) "
         "or on the GPU (nvJPEG, image_folder of JPEG files)",
     )
-    _bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
+    add_bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
     p.add_argument(
         "--synthetic_data_location",
         default="device",
         choices=["device", "pinned_host"],
         help="synthetic batch kept on the device, or copied from pinned host memory every step",
     )
-    _bool_flag(p, "cudnn_benchmark", True, "cuDNN autotuner (torch.backends.cudnn.benchmark)")
-    _bool_flag(
+    add_bool_flag(p, "cudnn_benchmark", True, "cuDNN autotuner (torch.backends.cudnn.benchmark)")
+    add_bool_flag(
         p,
         "cudnn_fastest",
         False,
         "exhaustive cuDNN autotuning (benchmark on, benchmark_limit=0): the nearest thing "
         "today to the old cudnn.fastest",
     )
-    _bool_flag(p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)")
+    add_bool_flag(
+        p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)"
+    )
     p.add_argument(
         "--channels_last",
         type=parse_auto_bool,
@@ -194,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="NHWC memory format for model and input; auto: for image models on a GPU",
     )
-    _bool_flag(p, "compile", False, "torch.compile the model")
+    add_bool_flag(p, "compile", False, "torch.compile the model")
     p.add_argument(
         "--compile_mode", default="default", choices=COMPILE_MODES, help="torch.compile mode"
     )
@@ -210,14 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training: SGD with momentum, or LARS (MLPerf's ResNet-50 optimizer)")
     p.add_argument("--optimizer_impl", default="fused", choices=OPTIMIZER_IMPLEMENTATIONS,
                    help="torch.optim's fused kernel or its multi-tensor (foreach) one")
-    _bool_flag(
+    add_bool_flag(
         p,
         "freezing",
         False,
         "inference with --compile: inductor's freezing (weights folded into the graph as "
         "constants; on CPU, convolution weights prepacked for oneDNN)",
     )
-    _bool_flag(
+    add_bool_flag(
         p,
         "cuda_graphs",
         False,
@@ -228,8 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--num_threads", type=int, default=0, help="CPU intra-op threads (0: torch default)"
     )
     p.add_argument("--ddp_bucket_cap_mb", type=float, default=25.0, help="DDP gradient bucket size")
-    _bool_flag(p, "ddp_static_graph", False, "DDP static_graph=True")
-    _bool_flag(
+    add_bool_flag(p, "ddp_static_graph", False, "DDP static_graph=True")
+    add_bool_flag(
         p,
         "ddp_broadcast_buffers",
         False,
@@ -267,14 +225,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     ns = build_parser().parse_args(argv)
     if ns.device == "cuda":
         ns.device = "gpu"
-    try:
-        evaluation = evaluation_options(ns)
-    except EvaluationFlagError as error:
-        raise FlagError(str(error)) from None
-    try:
-        trace = trace_options(ns, ns.device)
-    except ValueError as error:
-        raise FlagError(str(error)) from None
+    evaluation = evaluation_options(ns)
+    trace = trace_options(ns, ns.device)
     opts = Options(**vars(ns), evaluation=evaluation, trace=trace)
     if trace.enabled and evaluation.is_evaluation:
         raise FlagError("--trace_level traces the benchmark's own loop, not a --scenario "

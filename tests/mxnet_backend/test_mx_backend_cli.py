@@ -84,7 +84,8 @@ def test_deep_speech2_inference(run_backend):
     (["--model", "resnet18", "--data_dir", "/nonexistent/imagenet"],
      "--data_dir '/nonexistent/imagenet': no such file or directory"),
     (["--model", "resnet18", "--batch_size", "two"], "argument --batch_size: invalid int value"),
-    (["--model", "resnet18", "--forward_only", "maybe"], "'maybe' is not a boolean"),
+    (["--model", "resnet18", "--forward_only", "maybe"],
+     "expected a boolean (true/false/yes/no/on/off/1/0/t/f/y/n), got 'maybe'"),
     (["--model", "resnet18", "--preprocess_threads", "-1"], "--preprocess_threads must not be"),
     (["--batch_size", "2"], "the following arguments are required: --model"),
 ])
