@@ -13,6 +13,7 @@ tests/unit/test_backend_boundary.py: the yes/no words (dlbs/util/booleans.py), t
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 #: The words read as true and as false, in any case (a bare boolean flag also means true).
 TRUE_WORDS = ("true", "yes", "on", "1", "t", "y")
@@ -24,6 +25,24 @@ DTYPES = {"float": "float32", "float32": "float32", "float16": "float16",
 TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
 
 _BOOLEAN_WORDS = "/".join(word for pair in zip(TRUE_WORDS, FALSE_WORDS) for word in pair)
+
+
+@dataclass(frozen=True)
+class ProtocolOptions:
+    """The flags every backend takes (docs/backends/protocol.md section 1), parsed and checked.
+
+    A backend's own options dataclass adds its flags to these.
+    """
+
+    model: str
+    forward_only: bool
+    batch_size: int
+    num_batches: int
+    num_warmup_batches: int
+    num_gpus: int
+    device: str
+    dtype: str
+    data_dir: str
 
 
 class FlagError(ValueError):

@@ -46,3 +46,13 @@ def emit_failure(message: str, stream: TextIO | None = None) -> None:
     emit("results.status", "failure", stream)
     emit("results.status_msg", message, stream)
     emit("results.end_time", now_iso(), stream)
+
+
+def refuse(message: str) -> None:
+    """A user error: the failure lines and one ``benchmarks.py: error:`` line on stderr.
+
+    The message is joined into one line; no traceback is printed (the message says all).
+    """
+    one_line = " ".join(message.split())
+    emit_failure(one_line)
+    print(f"benchmarks.py: error: {one_line}", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ from benchmark_common.flags import (
     TRACE_LEVELS,
     FlagError,
     FlagParser,
+    ProtocolOptions,
     add_bool_flag,
     check_trace_flags,
 )
@@ -27,19 +28,10 @@ GRAPH_BACKENDS = ("none", "onednn")
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ProtocolOptions):
     """Everything one benchmark run needs, validated."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
     cpu_contexts: int
-    device: str
-    dtype: str
-    data_dir: str
     kv_store: str
     num_threads: int
     hybridize: bool

@@ -10,7 +10,13 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmark_common.flags import FlagError, FlagParser, add_bool_flag, parse_dtype
+from benchmark_common.flags import (
+    FlagError,
+    FlagParser,
+    ProtocolOptions,
+    add_bool_flag,
+    parse_dtype,
+)
 
 __all__ = ["FlagError", "Options", "build_parser", "parse_options"]
 
@@ -32,18 +38,9 @@ EXECUTION_MODES = ("sequential", "parallel")
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ProtocolOptions):
     """Parsed and checked options (the attributes mirror the flags)."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
-    device: str
-    dtype: str
-    data_dir: str
     graph_optimization_level: str
     execution_provider: str
     intra_op_threads: int

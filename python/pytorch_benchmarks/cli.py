@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from benchmark_common.flags import (
     FlagError,
     FlagParser,
+    ProtocolOptions,
     add_bool_flag,
     parse_auto_bool,
     parse_bool,
@@ -40,19 +41,10 @@ def parse_inductor_option(text: str) -> tuple[str, object]:
     return name.strip(), parsed
 
 
-@dataclass
-class Options:
+@dataclass(frozen=True)
+class Options(ProtocolOptions):
     """Parsed and checked options (the attributes mirror the flags)."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
-    device: str
-    dtype: str
-    data_dir: str
     data_backend: str
     data_shuffle: bool
     num_loader_threads: int
