@@ -143,6 +143,8 @@ class SpecBuilder:
                         continue
                     setattr(definition, attribute, getattr(current, attribute))
                 definition.host = definition.host or current.host
+                if "identity" not in value:
+                    definition.when_set = current.when_set
             self.spec.params[name] = definition
         elif current is not None:
             current.value = value
@@ -312,9 +314,13 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
     desc = value.get("desc", "")
     if isinstance(desc, list):  # DLBS wrote long descriptions as lists of lines
         desc = " ".join(str(line) for line in desc)
-    outside_id = bool(value.get("host", False)) or value.get("identity", True) is False
+    identity = value.get("identity", True)
+    if identity is not True and identity is not False and identity != "when_set":
+        raise ConfigError(f"{where}: identity must be true, false or when_set, not "
+                          f"{short(identity)}")
+    outside_id = bool(value.get("host", False)) or identity is False
     return ParamDef(name, value["val"], source, declared, str(desc), choices, regex, outside_id,
-                    minimum, maximum)
+                    minimum, maximum, when_set=identity == "when_set")
 
 
 def _bound(definition: dict[str, Any], key: str, where: str) -> int | float | None:

@@ -94,6 +94,8 @@ class Planner:
                                      frozenset([ID]) if self.auto_id else frozenset())
         self._layouts: dict[str | None, _Layout] = {}
         self._seen: set[str] = set()
+        # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
+        self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
 
     # -- setup -------------------------------------------------------------------------------
     def _axis_items(self, alternatives: dict[str, list[Any]],
@@ -329,7 +331,8 @@ class Planner:
         return experiment
 
     def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
-        payload = {name: value for name, value in experiment.items() if name not in excluded}
+        payload = {name: value for name, value in experiment.items() if name not in excluded
+                   and (value is not None or name not in self._when_set)}
         return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
     def _layout(self, resolver: Resolver) -> _Layout:

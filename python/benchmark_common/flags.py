@@ -89,6 +89,24 @@ def add_bool_flag(parser, name: str, default: bool, help_text: str, *,
                         help=help_text)
 
 
+def _class_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of classes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of classes >= 1 (0: the "
+                                         f"model's own), got {text!r}")
+    return value
+
+
+def add_num_classes_flag(parser, help_text: str = "the model's number of classes, its last "
+                         "layer (0: the model's own); for trained weights of another class "
+                         "count") -> None:
+    """`--num_classes`: the model's class count (0, the default: the model's own)."""
+    parser.add_argument("--num_classes", type=_class_count, default=0, help=help_text)
+
+
 def traces_at_least(level: str, wanted: str) -> bool:
     """Whether a trace of `level` records what a trace of `wanted` records."""
     return TRACE_LEVELS.index(level) >= TRACE_LEVELS.index(wanted)

@@ -40,6 +40,7 @@ from benchmark_common.flags import (  # noqa: E402 - standard library only
     FlagError,
     FlagParser,
     add_bool_flag,
+    add_num_classes_flag,
     check_trace_flags,
 )
 from benchmark_common.memory import peak_rss_mib  # noqa: E402 - standard library only
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_gpus", type=int, default=0, help="GPUs on this node (recorded only)")
     p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
+    add_num_classes_flag(p, "the model's number of classes (recorded only)")
     for name, help_text in (
         ("forward_only", "inference if true, else training"),
         ("busy", "burn CPU for a batch's time instead of sleeping"),
@@ -357,7 +359,8 @@ def run(opts, world_size: int, rank: int) -> int:
         f"rank {rank} of {world_size}")
     say(f"model={opts.model} ({title}) phase={phase} batch_size={opts.batch_size} "
         f"device={opts.device} num_gpus={opts.num_gpus} dtype={opts.dtype} "
-        f"data_dir={opts.data_dir!r} num_threads={opts.num_threads}")
+        f"data_dir={opts.data_dir!r} num_threads={opts.num_threads}"
+        + (f" num_classes={opts.num_classes}" if opts.num_classes else ""))
     if is_main:
         emit("exp.model_title", title)
         emit("exp.framework_ver", f"dummy {__version__}")

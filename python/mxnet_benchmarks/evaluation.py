@@ -115,7 +115,7 @@ def evaluate(opts: Options, abort: Callable[[BaseException], None]) -> dict[str,
     evaluation = opts.evaluation
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    model = create_model(opts.model)
+    model = create_model(opts.model, opts.num_classes)
     if evaluation.scenario == "accuracy" and not opts.data_dir:
         raise BenchmarkError("--scenario accuracy needs a dataset (--data_dir)")
     mx.random.seed(opts.seed)

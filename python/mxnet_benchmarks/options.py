@@ -15,6 +15,7 @@ from benchmark_common.flags import (
     FlagParser,
     ProtocolOptions,
     add_bool_flag,
+    add_num_classes_flag,
     check_trace_flags,
 )
 from benchmark_common.options import EvaluationOptions, add_evaluation_flags, evaluation_options
@@ -44,6 +45,8 @@ class Options(ProtocolOptions):
     learning_rate: float
     seed: int
     extra_models: str = ""
+    #: The model's class count; 0: the registered one.
+    num_classes: int = 0
     #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
     evaluation: EvaluationOptions = EvaluationOptions()
     #: The traced pass after the timed batches (docs/tracing.md).
@@ -98,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seed of weights and synthetic data")
     p.add_argument("--extra_models", default="",
                    help="a Python file that registers more models with @register_model")
+    add_num_classes_flag(p)
     add_evaluation_flags(p)
     p.add_argument("--trace_level", default="none", help="after the timed batches, trace more "
                    f"at this level: {', '.join(TRACE_LEVELS)} (none: no trace)")

@@ -1,11 +1,13 @@
 """The PyTorch backend's models, exported to ONNX into a cache (torch, onnx, onnxscript).
 
 One file per model, dtype, batch and weights (the seed of the random initialisation):
-`<cache_dir>/<model>-<dtype>-b<batch>-seed<seed>.onnx`. The batch is fixed in the graph, as
+`<cache_dir>/<model>-<dtype>-b<batch>-seed<seed>.onnx` (`<model>-c<classes>-...` with
+`--num_classes`). The batch is fixed in the graph, as
 inference engines prefer. A file is written under a temporary name in the cache folder and
 renamed into place (an atomic rename on POSIX), so two runs exporting the same model at once
 never see half a file: each renames a complete one. The file's metadata names what it holds
-(`dlbs.model`, `dlbs.dtype`, `dlbs.batch`, `dlbs.seed`, `dlbs.title`, `dlbs.torch`), which
+(`dlbs.model`, `dlbs.dtype`, `dlbs.batch`, `dlbs.seed`, `dlbs.title`, `dlbs.torch`, and
+`dlbs.num_classes` with `--num_classes`), which
 the session checks when it reuses it.
 
 torch is imported only here, in a child process (`python export.py <the backend's flags>`)
@@ -46,15 +48,19 @@ def log(message: str) -> None:
 
 def expected_metadata(opts: Options) -> dict[str, str]:
     """What a cached file of these options must say it holds."""
-    return {"dlbs.model": opts.model, "dlbs.dtype": opts.dtype,
-            "dlbs.batch": str(opts.batch_size), "dlbs.seed": str(opts.seed)}
+    expected = {"dlbs.model": opts.model, "dlbs.dtype": opts.dtype,
+                "dlbs.batch": str(opts.batch_size), "dlbs.seed": str(opts.seed)}
+    if opts.num_classes:
+        expected["dlbs.num_classes"] = str(opts.num_classes)
+    return expected
 
 
 def cache_path(opts: Options) -> Path:
     """The cache file of the model, dtype, batch and seed of `opts`."""
     if not _SAFE_ID.fullmatch(opts.model):
         raise UserError(f"--model {opts.model!r}: not a model id (letters, digits, _ . -)")
-    name = f"{opts.model}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
+    classes = f"-c{opts.num_classes}" if opts.num_classes else ""
+    name = f"{opts.model}{classes}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
     return Path(opts.cache_dir) / name
 
 
@@ -98,7 +104,7 @@ def export(opts: Options, path: Path) -> None:
     torch = _import_torch()
     registry = model_registry(opts)
     try:
-        spec = registry.get_model_spec(opts.model)
+        spec = registry.get_model_spec(opts.model, opts.num_classes)
     except ValueError as error:  # the PyTorch backend's UnknownModelError lists the ids
         raise UserError(str(error)) from None
     dtype = {"float32": torch.float32, "float16": torch.float16,

@@ -15,6 +15,7 @@ from benchmark_common.flags import (
     FlagParser,
     ProtocolOptions,
     add_bool_flag,
+    add_num_classes_flag,
     parse_dtype,
 )
 
@@ -51,6 +52,8 @@ class Options(ProtocolOptions):
     cache_dir: str
     pytorch_backend: str
     seed: int
+    #: The exported model's class count; 0: the registered one.
+    num_classes: int
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "pytorch_benchmarks beside this backend's folder)")
     p.add_argument("--seed", type=int, default=0,
                    help="torch.manual_seed before the exported model is built (its weights)")
+    add_num_classes_flag(p)
     return p
 
 
@@ -124,6 +128,9 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
                             f"got {opts.num_gpus}")
     elif opts.execution_provider != "cpu":
         raise FlagError(f"--execution_provider {opts.execution_provider} needs --device gpu")
+    if opts.model_file and opts.num_classes:
+        raise FlagError("--num_classes sizes an exported model of the PyTorch backend; a "
+                        "--model_file runs as it is")
     if opts.model_file and not opts.model_file.endswith(".onnx"):
         raise FlagError(f"--model_file {opts.model_file!r}: expected a .onnx file")
     return opts

@@ -12,6 +12,7 @@ from benchmark_common.flags import (
     FlagParser,
     ProtocolOptions,
     add_bool_flag,
+    add_num_classes_flag,
     parse_auto_bool,
     parse_bool,
     parse_dtype,
@@ -70,6 +71,8 @@ class Options(ProtocolOptions):
     ddp_broadcast_buffers: bool
     ddp_comm_hook: str
     extra_models: str
+    #: The model's class count; 0: the registered one.
+    num_classes: int
     timing: str
     compile_ddp: str
     lr: float
@@ -199,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "overlaps backward (torch's default), or compile it whole (all-reduce after backward)",
     )
     p.add_argument("--extra_models", default="", help="a Python file registering more models")
+    add_num_classes_flag(p)
     p.add_argument(
         "--timing",
         default="sync",

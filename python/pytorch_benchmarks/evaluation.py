@@ -249,7 +249,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
                          f"(WORLD_SIZE is {topology.world_size})")
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    spec = get_model_spec(opts.model)
+    spec = get_model_spec(opts.model, opts.num_classes)
     if evaluation.scenario == "accuracy" and not opts.data_dir:
         raise SetupError("--scenario accuracy needs a dataset (--data_dir)")
     dtype = _TORCH_DTYPES[opts.dtype]

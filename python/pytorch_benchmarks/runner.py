@@ -301,7 +301,7 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     """Run the experiment; return the protocol's results on rank 0, None on other ranks."""
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    spec = get_model_spec(opts.model)
+    spec = get_model_spec(opts.model, opts.num_classes)
     dtype = _TORCH_DTYPES[opts.dtype]
     device = select_device(opts, topology)
     configure_torch(opts, device)
