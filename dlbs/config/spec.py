@@ -91,7 +91,8 @@ class Spec:
         params: dict[str, Any] = {}
         for name, definition in self.params.items():
             plain = (definition.type is None and not definition.desc and definition.choices is None
-                     and definition.regex is None and not definition.host and not definition.when_set
+                     and definition.regex is None and not definition.host
+                     and not definition.when_set
                      and definition.minimum is None and definition.maximum is None)
             params[name] = definition.value if plain and not _looks_like_definition(
                 definition.value) else definition.definition()
