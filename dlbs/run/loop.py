@@ -37,6 +37,7 @@ from dlbs.errors import ConfigError, LaunchError, OutputError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch, host_access
+from dlbs.recipes.tracing import untraced_note
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
 from dlbs.run import marks, policy
@@ -213,6 +214,11 @@ class Sweep:
             for experiment, decision in decisions:
                 if not self._settle_at_once(experiment, decision, jobs.get(id(experiment))):
                     pending.append((experiment, jobs.get(id(experiment)) or decision))
+            # "unchanged" alone would not say that a trace asked for was not taken.
+            untraced = untraced_note(e for e, d in decisions if d.action == policy.IGNORE
+                                     and "exp.status" not in d.reason)
+            if untraced:
+                self.reporter.note(f"warning: {untraced}")
             self._drive(pending, reattached)
         return self.summary
 
@@ -256,6 +262,9 @@ class Sweep:
                     action = "disabled" if "exp.status" in decision.reason else "done"
                 previews.append(Preview(experiment, action, decision.reason, request))
             self.warnings = self._host_access_warnings(to_run)
+            untraced = untraced_note(p.experiment for p in previews if p.action == "done")
+            if untraced:
+                self.warnings.append(untraced)
         finally:
             for store in stores.values():
                 if store is not None:
