@@ -43,6 +43,7 @@ from dlbs.results.store import ResultsStore
 from dlbs.run import marks, policy
 from dlbs.run.environment import collect_environment
 from dlbs.run.flight import Flight, SlurmFlights
+from dlbs.run.host_check import HostCheck
 from dlbs.run.interrupts import STOPPED_STATUS, StopRequest
 from dlbs.run.job_results import (
     absorb_node_files,
@@ -174,6 +175,8 @@ class Sweep:
         self._environment: dict[str, Any] | None = None
         self._reattached: set[str] = set()
         self._flights: SlurmFlights | None = None
+        #: The inputs and GPUs each experiment needs from this host (nvidia-smi asked once).
+        self._host = HostCheck()
         #: What `preview()` found worth a warning (containers that get the host).
         self.warnings: list[str] = []
         for experiment in self.experiments:
@@ -226,9 +229,19 @@ class Sweep:
                 ) -> policy.Decision:
         if experiment["exp.id"] in self._reattached:
             return policy.Decision(policy.IGNORE, "its SLURM job was re-attached")
-        return policy.decide(experiment,
-                             latest[self._store_path(experiment)].get(experiment["exp.id"]),
-                             self._oom_limit(experiment))
+        return self._host_checked(experiment, policy.decide(
+            experiment, latest[self._store_path(experiment)].get(experiment["exp.id"]),
+            self._oom_limit(experiment)))
+
+    def _host_checked(self, experiment: Experiment, decision: policy.Decision
+                      ) -> policy.Decision:
+        """A run becomes a failure when an input or a GPU it needs is not on this host."""
+        if decision.action != policy.RUN:
+            return decision
+        missing = self._host.missing(experiment)
+        if not missing:
+            return decision
+        return policy.Decision(policy.FAIL, "not started: " + "; ".join(map(str, missing)))
 
     def preview(self) -> list[Preview]:
         """What would happen to every experiment, and each request (`--dry-run`).
@@ -249,14 +262,18 @@ class Sweep:
                     latest[path] = stores[path].latest_statuses() if stores[path] else {}
                 store = stores[path]
                 oom = store.oom_limit(*policy.oom_key(experiment)) if store else None
-                decision = policy.decide(experiment, latest[path].get(experiment["exp.id"]),
-                                         oom)
+                decision = self._host_checked(experiment, policy.decide(
+                    experiment, latest[path].get(experiment["exp.id"]), oom))
                 request = None
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
                     request = job.target.describe(job.invocation)
                     if decision.action == policy.RUN:
                         to_run.append(job)
+                elif decision.action == policy.FAIL:  # what it would ask for, where it can
+                    with contextlib.suppress(LaunchError):
+                        job = self._job(experiment)
+                        request = job.target.describe(job.invocation)
                 action = decision.action
                 if action == policy.IGNORE:
                     action = "disabled" if "exp.status" in decision.reason else "done"
@@ -281,6 +298,9 @@ class Sweep:
                 self.summary.add("unchanged")
                 self.reporter.finished(experiment, "unchanged", decision.reason, None, 0.0)
             return True
+        if decision.action == policy.FAIL:
+            self._record_unrun(experiment, "failure", decision.reason)
+            return True
         if decision.action == policy.SIMULATE:
             assert job is not None
             self.reporter.note(f"simulate {experiment.get('exp.id')}: "
@@ -290,12 +310,18 @@ class Sweep:
         return False
 
     def _record_skipped(self, experiment: Experiment, reason: str) -> None:
+        self._record_unrun(experiment, "skipped", reason)
+
+    def _record_unrun(self, experiment: Experiment, status: str, reason: str) -> None:
+        """An attempt that is not started, recorded as skipped or failed with the reason."""
         store = self._store(experiment)
         exp_id = experiment["exp.id"]
-        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, "skipped",
+        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, status,
                              status_msg=reason, environment=self._env())
-        self.summary.add("skipped")
-        self.reporter.finished(experiment, "skipped", reason, None, 0.0)
+        self.summary.add(status)
+        if status in FAILED:
+            self.summary.failures.append((experiment, status, reason, None))
+        self.reporter.finished(experiment, status, reason, None, 0.0)
 
     def _drive(self, pending: deque[tuple[Experiment, _Job]],
                reattached: list[tuple[_Attempt, str]]) -> None:
