@@ -39,8 +39,7 @@ def run(args: argparse.Namespace) -> int:
     problems = report.problems + (host.problems if host else [])
     for problem in problems:
         print(f"problem: {problem}")
-    for note in host.notes() if host else ["--plan-only: this host's input files and GPUs "
-                                           "were not checked"]:
+    for note in host.notes() if host else []:
         print(f"note: {note}")
     if problems:
         count = len(problems)
