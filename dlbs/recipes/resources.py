@@ -6,9 +6,9 @@ backend fail later (docs/running.md, "Checking a plan"). The checks hold where t
 experiment runs:
 - on this host (`exp.scheduler` none): bare metal reads the paths here; a container gets
   them mounted from here, and its GPUs are this host's (the Engine's device requests);
-- not checked under SLURM (a compute node's files and GPUs), nor in a container of an
-  engine on another machine (`DOCKER_HOST`, `runtime.podman_socket` not a local socket):
-  `elsewhere()` says where, for the user to be told.
+- not checked under a scheduler (SLURM: a compute node's files and GPUs), nor in a
+  container of an engine on another machine (`DOCKER_HOST`, `runtime.podman_socket` not a
+  local socket): `elsewhere()` says where, for the user to be told.
 
 The GPUs of this host are found by the caller (`HostGpus`, from nvidia-smi); this module
 only compares. The dummy backend simulates devices (`Recipe.simulates_devices`): its GPU
@@ -26,11 +26,13 @@ from dlbs.errors import DlbsError
 from dlbs.recipes.build import podman_socket
 from dlbs.recipes.invocation import PODMAN_ENGINE, requested_gpus
 from dlbs.recipes.recipe import recipe_for
+from dlbs.recipes.schedulers import NO_SCHEDULER
 from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]
-#: Engine addresses on this host: a container's mounts and GPUs are then this host's.
-LOCAL_ENGINE_SCHEMES = ("unix://", "npipe://")
+#: Engine addresses on this host (a socket's URL or path): a container's mounts and GPUs
+#: are then this host's.
+LOCAL_ENGINE_ADDRESSES = ("unix://", "npipe://", "/")
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,16 @@ class Missing:
 
 def elsewhere(experiment: Experiment) -> str | None:
     """Where the experiment runs when that is not this host (its inputs are not checked)."""
-    if str(experiment.get("exp.scheduler") or "none") == "slurm":
-        return "under SLURM, on a compute node"
+    scheduler = str(experiment.get("exp.scheduler") or NO_SCHEDULER)
+    if scheduler != NO_SCHEDULER:
+        return "under SLURM, on a compute node" if scheduler == "slurm" else \
+            f"under the scheduler {scheduler}"
     if truthy(experiment.get("exp.docker", False)):
         if str(experiment.get("exp.container_engine") or "docker") == PODMAN_ENGINE:
             url = podman_socket(experiment)
         else:
             url = os.environ.get("DOCKER_HOST", "")
-        if url and not url.startswith(LOCAL_ENGINE_SCHEMES):
+        if url and not url.startswith(LOCAL_ENGINE_ADDRESSES):
             return f"in a container of the engine at {url}"
     return None
 

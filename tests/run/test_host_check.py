@@ -121,6 +121,10 @@ def test_what_runs_elsewhere_is_not_checked(monkeypatch):
     podman = {**docker, "exp.container_engine": "podman",
               "runtime.podman_socket": "ssh://me@box/run/podman/podman.sock"}
     assert elsewhere(podman) == "in a container of the engine at ssh://me@box/run/podman/podman.sock"
+    for local in ("", "/run/podman/podman.sock", "unix:///run/user/0/podman/podman.sock"):
+        monkeypatch.setenv("CONTAINER_HOST", "")
+        assert elsewhere({**podman, "runtime.podman_socket": local}) is None, local
+    assert elsewhere(experiment(exp__scheduler="flux")) == "under the scheduler flux"
 
 
 def test_the_host_gpus_come_from_nvidia_smi(smi_path, monkeypatch, tmp_path):
