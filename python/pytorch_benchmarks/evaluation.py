@@ -308,6 +308,33 @@ def uses_graphs(opts: Options, devices: Sequence[torch.device]) -> bool:
     return asked and devices[0].type == "cuda"
 
 
+def build_system(opts: Options, devices: Sequence[torch.device]) -> TorchSystem:
+    """The model (a replica on each device, compiled as the scenario needs) and its samples.
+
+    The tests give several CPU devices, standing in for GPUs.
+    """
+    spec = get_model_spec(opts.model)
+    dtype = _TORCH_DTYPES[opts.dtype]
+    torch.manual_seed(0)
+    memory_format = memory_format_for(spec, opts)
+    first = build_model(spec, opts, devices[0], dtype, memory_format)
+    # The same weights on every device (random ones included).
+    models = [first] + [copy.deepcopy(first).to(device) for device in devices[1:]]
+    dynamic_batch = opts.evaluation.scenario in ("server", "max_qps") and \
+        len(bucket_sizes(opts.batch_size)) > 2
+    if opts.compile:
+        models = [_compiled(model, opts, dynamic_batch) for model in models]
+    graphs = uses_graphs(opts, devices)
+    log(f"evaluation: model={spec.model_id} scenario={opts.evaluation.scenario} "
+        f"devices={','.join(str(device) for device in devices)} dtype={opts.dtype} "
+        f"batch={opts.batch_size} streams={opts.evaluation.inference_streams} "
+        f"max_queue_delay_ms={opts.evaluation.max_queue_delay_ms:g} "
+        f"channels_last={opts.channels_last} compile={opts.compile} "
+        f"dynamic_batch={dynamic_batch and opts.compile} cuda_graphs={graphs} "
+        f"weights={opts.evaluation.weights or '(random)'} torch={torch.__version__}")
+    return TorchSystem(spec, opts, devices, dtype, models, graphs, dynamic_batch)
+
+
 def evaluate(opts: Options, topology: distributed.Topology,
              abort: Callable[[BaseException], None]) -> dict[str, Any]:
     """Run the evaluation the flags ask for; return the results to print."""
@@ -321,34 +348,15 @@ def evaluate(opts: Options, topology: distributed.Topology,
     spec = get_model_spec(opts.model)
     if evaluation.scenario == "accuracy" and not opts.data_dir:
         raise SetupError("--scenario accuracy needs a dataset (--data_dir)")
-    dtype = _TORCH_DTYPES[opts.dtype]
     devices = evaluation_devices(opts, topology)
     configure_torch(opts, devices[0])
-    torch.manual_seed(0)
-    memory_format = memory_format_for(spec, opts)
-    first = build_model(spec, opts, devices[0], dtype, memory_format)
-    # The same weights on every device (random ones included).
-    models = [first] + [copy.deepcopy(first).to(device) for device in devices[1:]]
-    dynamic_batch = evaluation.scenario in ("server", "max_qps") and \
-        len(bucket_sizes(opts.batch_size)) > 2
-    if opts.compile:
-        models = [_compiled(model, opts, dynamic_batch) for model in models]
-    graphs = uses_graphs(opts, devices)
-    log(f"evaluation: model={spec.model_id} scenario={evaluation.scenario or 'predict'} "
-        f"devices={','.join(str(device) for device in devices)} dtype={opts.dtype} "
-        f"batch={opts.batch_size} streams={evaluation.inference_streams} "
-        f"max_queue_delay_ms={evaluation.max_queue_delay_ms:g} "
-        f"channels_last={opts.channels_last} compile={opts.compile} "
-        f"dynamic_batch={dynamic_batch and opts.compile} cuda_graphs={graphs} "
-        f"weights={evaluation.weights or '(random)'} torch={torch.__version__}")
     results: dict[str, Any] = {"exp.model_title": spec.title,
                                "exp.framework_ver": torch.__version__}
     try:
         if evaluation.predict:
-            forward = Forward(models[0], devices[0], memory_format, False, False)
-            _predict(spec, opts, devices[0], dtype, memory_format, forward)
+            _predict(spec, opts, devices[0])
         else:
-            system = TorchSystem(spec, opts, devices, dtype, models, graphs, dynamic_batch)
+            system = build_system(opts, devices)
             results.update(run_evaluation(system, evaluation, batch_size=opts.batch_size,
                                           warmup=opts.num_warmup_batches, say=log,
                                           abort=abort))
@@ -358,8 +366,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
     return results
 
 
-def _predict(spec: ModelSpec, opts: Options, device: torch.device, dtype: torch.dtype,
-             memory_format: torch.memory_format, forward: Forward) -> None:
+def _predict(spec: ModelSpec, opts: Options, device: torch.device) -> None:
     from benchmark_common.protocol import emit
 
     if not spec.is_image_model:
@@ -367,10 +374,17 @@ def _predict(spec: ModelSpec, opts: Options, device: torch.device, dtype: torch.
                         f"{spec.input_shape}")
     names = read_labels(opts.evaluation.labels, spec.num_classes) \
         if opts.evaluation.labels else None
+    dtype = _TORCH_DTYPES[opts.dtype]
+    memory_format = memory_format_for(spec, opts)
+    torch.manual_seed(0)
+    model = build_model(spec, opts, device, dtype, memory_format)
+    if opts.compile:
+        model = _compiled(model, opts, dynamic_batch=False)
 
     def classify(batch: np.ndarray, top: int) -> TopK:
         inputs = torch.from_numpy(batch).to(device=device, dtype=dtype)
-        return top_classes(forward(inputs.contiguous(memory_format=memory_format)), top)
+        with torch.inference_mode():
+            return top_classes(model(inputs.contiguous(memory_format=memory_format)), top)
 
     failed = predict_images(opts.evaluation.predict, spec.input_shape[-1], classify,
                             opts.evaluation.top, names, emit)
