@@ -69,7 +69,7 @@ CALIBRATION_REPEATS = 5
 #: Calibration of the rate: timed rounds of full batches through the lanes (after one
 #: untimed round), each of this many batches per lane.
 RATE_ROUNDS = 3
-RATE_BATCHES_PER_LANE = 2
+RATE_BATCHES_PER_LANE = 4
 #: Python's thread switch interval while LoadGen runs, s (Python's default is 5 ms: a thread
 #: that launches a batch would hold LoadGen's issuing thread up to that long per query).
 SWITCH_INTERVAL_S = 0.0005
@@ -398,7 +398,7 @@ class _Harness:
 
         One untimed round, then `RATE_ROUNDS` timed ones; the median round's rate.
         """
-        count = max(2, RATE_BATCHES_PER_LANE * self.system.lanes) * self.batch
+        count = RATE_BATCHES_PER_LANE * self.system.lanes * self.batch
         rates = []
         try:
             for round_number in range(RATE_ROUNDS + 1):
@@ -432,7 +432,7 @@ class _Harness:
             settings.multi_stream_expected_latency_ns = _ns(calibrated["batch_ms"] * 0.5)
         elif self.scenario == "offline":
             settings.scenario = lg.TestScenario.Offline
-            settings.offline_expected_qps = 1.1 * calibrated["rate_qps"]
+            settings.offline_expected_qps = 1.2 * calibrated["rate_qps"]
         elif self.scenario == "server":
             self._server(settings, options.target_qps)
         elif self.scenario == "accuracy":
@@ -459,7 +459,13 @@ class _Harness:
         options = self.options
         duration_s = max(options.min_duration_s, 1e-3)
         floor = options.min_query_count / (MAX_QPS_TRIAL_STRETCH * duration_s)
-        rate = max(MAX_QPS_FIRST_RATE * rate_qps, floor)
+        rate = MAX_QPS_FIRST_RATE * rate_qps
+        if rate < floor:
+            raise BoundNotMet(
+                f"max_qps: {MAX_QPS_FIRST_RATE:g} of the measured rate ({rate:.4g} queries/s) "
+                f"cannot fill a trial of {MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
+                f"exp.min_query_count ({options.min_query_count}) queries: raise "
+                "exp.min_duration_s or lower exp.min_query_count")
         step_up = MAX_QPS_FIRST_STEP_UP
         kept: tuple[float, int, LoadGenLog] | None = None
         broken: float | None = None

@@ -74,6 +74,9 @@ class Forward:
         self.outputs: dict[int, torch.Tensor] = {}
         self.captured: dict[int, Any] = {}
         self.pool = torch.cuda.graph_pool_handle() if graphs else None
+        # A capture stream of the lane's own: cuBLAS keeps a workspace per stream, which a
+        # graph captures; lanes that shared one would race on it when they run at once.
+        self.capture_stream = torch.cuda.Stream(device) if graphs else None
         self.sealed = False
         #: Batches met after `seal` that no prepared size holds (run as they came).
         self.unprepared = 0
@@ -106,7 +109,7 @@ class Forward:
         self.sealed = True
 
     def _capture(self, size: int, static_input: torch.Tensor, repeats: int) -> None:
-        side = torch.cuda.Stream(self.device)
+        side = self.capture_stream
         side.wait_stream(torch.cuda.current_stream(self.device))
         # CUDA graphs need their warm-up (and any compilation) on a side stream.
         with torch.inference_mode(), torch.cuda.stream(side):
@@ -114,8 +117,9 @@ class Forward:
                 self.model(static_input)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(graph, pool=self.pool):
+        with torch.inference_mode(), torch.cuda.graph(graph, pool=self.pool, stream=side):
             self.outputs[size] = self.model(static_input)
+        torch.cuda.current_stream(self.device).wait_stream(side)
         self.captured[size] = graph
 
     def __call__(self, batch: torch.Tensor) -> torch.Tensor:
@@ -184,6 +188,7 @@ class TorchSystem(ResidentSamples):
             if on_device.dim() == 4:
                 on_device = on_device.contiguous(memory_format=self.memory_format)
             placed.append(on_device)
+            _synchronize(device)  # the lanes read them on streams of their own
         return placed
 
     # -- the query sample library (the rest is ResidentSamples's) -----------------------------
@@ -236,12 +241,12 @@ class TorchSystem(ResidentSamples):
     def prepare(self, batch_sizes: Sequence[int], repeats: int,
                 resident: Sequence[int]) -> None:
         for on in self.lane:
-            example = self.batch(list(resident), on.index)
             if on.stream is None:
-                on.forward.prepare(example, batch_sizes, repeats)
+                on.forward.prepare(self.batch(list(resident), on.index), batch_sizes, repeats)
                 continue
+            _synchronize(on.device)
             with torch.cuda.device(on.device), torch.cuda.stream(on.stream):
-                on.forward.prepare(example, batch_sizes, repeats)
+                on.forward.prepare(self.batch(list(resident), on.index), batch_sizes, repeats)
         for on in self.lane:
             on.forward.seal()
 
