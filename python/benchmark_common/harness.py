@@ -18,7 +18,10 @@ autotunes or captures inside it:
   (`SWITCH_INTERVAL_S`), so that LoadGen's thread, which needs the interpreter to issue each
   query, never waits long for a thread that launches a batch.
 The system's count of compilations is read before and after the run: the difference is
-`results.recompiles`, and more than 0 adds a warning (`results.stats_warnings`).
+`results.recompiles`, and more than 0 adds a warning (`results.stats_warnings`). On a
+device that runs asynchronously, the share of each batch's time spent launching it is
+`results.launch_fraction`; above `HOST_BOUND_FRACTION` the host, not the device, set the
+pace, and a warning says so.
 
 Serving:
 - single_stream, multi_stream: LoadGen issues one query at a time; it runs as one batch on
@@ -88,6 +91,9 @@ MAX_QPS_FIRST_STEP_UP = 1.12
 #: no rate is tried that cannot fill such a trial with exp.min_query_count queries.
 MAX_QPS_TRIALS = 16
 MAX_QPS_TRIAL_STRETCH = 2.0
+#: A run whose batches spent more than this share of their time being launched (on a device
+#: that runs asynchronously) carries a warning: the host set its pace, not the device.
+HOST_BOUND_FRACTION = 0.5
 #: How many `<root>.attemptN<ext>` names `claim_folder` tries beside a taken LoadGen folder.
 MAX_FOLDER_NAMES = 10_000
 
@@ -226,26 +232,40 @@ class _Tally:
 
 
 class _Serving:
-    """What the lanes served in one LoadGen run: batches, samples, padded samples."""
+    """What the lanes served in one LoadGen run: batches, samples, padding, host and wall time.
+
+    `launch_s` is the time spent starting batches (`submit`), `busy_s` from each start to its
+    answer: on a device that runs asynchronously, a launch that takes most of a batch's time
+    means the host, not the device, set the pace.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.batches = 0
         self.samples = 0
         self.computed = 0
+        self.launch_s = 0.0
+        self.busy_s = 0.0
 
-    def add(self, count: int, padded: int) -> None:
+    def add(self, count: int, padded: int, launch_s: float, busy_s: float) -> None:
         with self.lock:
             self.batches += 1
             self.samples += count
             self.computed += padded
+            self.launch_s += launch_s
+            self.busy_s += busy_s
 
     def line(self) -> str:
         if not self.batches:
             return "served no batch"
         return (f"served {self.batches} batches, {self.samples / self.batches:.1f} samples "
                 f"each on average, {100.0 * (self.computed - self.samples) / self.computed:.1f}%"
-                " of the computed rows padding")
+                f" of the computed rows padding, {1000.0 * self.launch_s / self.batches:.3g} ms"
+                f" of {1000.0 * self.busy_s / self.batches:.3g} ms per batch launching it")
+
+    def launch_fraction(self) -> float | None:
+        """The share of the batches' time spent launching them (None: no batch served)."""
+        return self.launch_s / self.busy_s if self.batches and self.busy_s > 0 else None
 
 
 class _Harness:
@@ -304,11 +324,11 @@ class _Harness:
             sys.setswitchinterval(SWITCH_INTERVAL_S)
             try:
                 if self.scenario == "max_qps":
-                    results = self._find_peak(sut, qsl, calibrated["rate_qps"])
+                    results, serving = self._find_peak(sut, qsl, calibrated["rate_qps"])
                 else:
                     self._start(sut, qsl, self._settings(calibrated))
-                    if self.queued:
-                        self.say(self._serving.line())
+                    serving = self._serving
+                    self.say(serving.line())
                     results = self._results()
             finally:
                 sys.setswitchinterval(switch_interval)
@@ -323,12 +343,23 @@ class _Harness:
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
         results["results.recompiles"] = recompiles
+        warnings = []
         if recompiles:
-            results["results.stats_warnings"] = [
-                f"results.recompiles: {recompiles} compilation(s), graph capture(s) or "
-                "unprepared batch shape(s) inside LoadGen's timed run; its latencies and rates "
-                "include them"]
-            self.say(f"warning: {results['results.stats_warnings'][0]}")
+            warnings.append(f"results.recompiles: {recompiles} compilation(s), graph capture(s) "
+                            "or unprepared batch shape(s) inside LoadGen's timed run; its "
+                            "latencies and rates include them")
+        fraction = serving.launch_fraction()
+        if self.system.asynchronous and fraction is not None:
+            results["results.launch_fraction"] = fraction
+            if fraction > HOST_BOUND_FRACTION:
+                warnings.append(
+                    f"results.launch_fraction: launching a batch took {100 * fraction:.0f}% of "
+                    "its time from start to answer: the host's launches, not the device, set "
+                    "this run's pace (CUDA graphs launch a whole batch at once)")
+        if warnings:
+            results["results.stats_warnings"] = warnings
+            for warning in warnings:
+                self.say(f"warning: {warning}")
         results["results.loadgen_log_dir"] = self.folder
         return results
 
@@ -450,7 +481,7 @@ class _Harness:
         settings.server_coalesce_queries = True
 
     # -- max_qps -----------------------------------------------------------------------------
-    def _find_peak(self, sut: Any, qsl: Any, rate_qps: float) -> dict[str, Any]:
+    def _find_peak(self, sut: Any, qsl: Any, rate_qps: float) -> tuple[dict[str, Any], _Serving]:
         """The highest server rate whose latency percentile keeps the bound (module doc).
 
         Every trial is a server run of its own (its logs kept as `trial<N>_mlperf_log_*`);
@@ -467,7 +498,7 @@ class _Harness:
                 f"exp.min_query_count ({options.min_query_count}) queries: raise "
                 "exp.min_duration_s or lower exp.min_query_count")
         step_up = MAX_QPS_FIRST_STEP_UP
-        kept: tuple[float, int, LoadGenLog] | None = None
+        kept: tuple[float, int, LoadGenLog, _Serving] | None = None
         broken: float | None = None
         tried: list[float] = []
         what = f"{options.latency_percentile:g}th percentile latency"
@@ -480,7 +511,7 @@ class _Harness:
             self.say(f"max_qps: trial {trial}: {rate:.6g} queries/s, {shown}: bound "
                      f"{'kept' if met else 'broken'}; {self._serving.line()}")
             if met and (kept is None or rate > kept[0]):
-                kept = (rate, trial, log)
+                kept = (rate, trial, log, self._serving)
             if not met and (broken is None or rate < broken):
                 broken = rate
             if kept is None:
@@ -509,13 +540,13 @@ class _Harness:
                      f"rate that kept the bound is reported"
                      + (f" (the lowest that broke it: {broken:.6g})" if broken else
                         " (none broke it)"))
-        best_rate, best_trial, best_log = kept
+        best_rate, best_trial, best_log, serving = kept
         self._copy_trial(best_trial)
         results = self._results(best_log)
         results["results.max_qps"] = best_rate
         results["results.target_qps"] = best_rate
         results["results.max_qps_trials"] = len(tried)
-        return results
+        return results, serving
 
     def _trial(self, sut: Any, qsl: Any, rate: float, trial: int) -> LoadGenLog:
         """One server run at `rate` for max_qps; its logs renamed `trial<N>_mlperf_log_*`."""
@@ -586,7 +617,7 @@ class _Harness:
         try:
             for start in range(0, len(samples), self.batch):
                 batch = samples[start:start + self.batch]
-                self._complete(batch, self.system.infer([s.index for s in batch], self.top))
+                self._complete(batch, self._run(batch, 0))
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
@@ -611,11 +642,19 @@ class _Harness:
                 batch = self._take()
                 if batch is None:
                     return
-                answer = self.system.submit([s.index for s in batch], self.top, lane)()
-                self._serving.add(len(batch), padded_size(self.sizes, len(batch)))
-                self._respond(batch, answer)
+                self._respond(batch, self._run(batch, lane))
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
+
+    def _run(self, batch: Sequence[Any], lane: int) -> Any:
+        """Start a batch on a lane, wait for its answer, and count it (`_Serving`)."""
+        start = time.perf_counter()
+        wait = self.system.submit([sample.index for sample in batch], self.top, lane)
+        launched = time.perf_counter()
+        answer = wait()
+        self._serving.add(len(batch), padded_size(self.sizes, len(batch)), launched - start,
+                          time.perf_counter() - start)
+        return answer
 
     def _take(self) -> list[Any] | None:
         """Up to `batch` waiting samples, once ready (see the module doc); None: stop."""

@@ -34,6 +34,9 @@ class InferenceSystem:
     performance_samples = 1
     num_classes = 1
     lanes = 1
+    #: True where `submit` only starts a batch that a device runs meanwhile (a GPU): the
+    #: harness then reports how much of a batch's time went to launching it.
+    asynchronous = False
 
     def load(self, indices: Sequence[int]) -> None:
         """Make these samples resident (preprocessed, on the device); replaces earlier ones."""

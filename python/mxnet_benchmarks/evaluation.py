@@ -45,6 +45,7 @@ class MXNetSystem(ResidentSamples):
         self.context = context
         self.dtype = opts.dtype
         self.net = net
+        self.asynchronous = context.device_type == "gpu"  # MXNet's engine runs it meanwhile
         self.sizes: list[int] = []
         self.inputs: dict[int, mx.nd.NDArray] = {}
         self.sealed = False

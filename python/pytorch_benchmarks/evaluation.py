@@ -169,6 +169,7 @@ class TorchSystem(ResidentSamples):
         self.num_classes = spec.num_classes
         self.image_size = spec.input_shape[-1]
         self.lanes = len(self.devices) * opts.evaluation.inference_streams
+        self.asynchronous = self.devices[0].type == "cuda"
         self.lane = [_Lane(i % len(self.devices), self.devices[i % len(self.devices)],
                            Forward(models[i % len(self.devices)], self.devices[i % len(devices)],
                                    self.memory_format, graphs, dynamic_batch))
