@@ -118,13 +118,19 @@ def test_random_weights_score_one_in_k(tmp_path, trained):
     assert run.values["results.top5"] == pytest.approx(0.5, abs=0.14)
 
 
+def server(tmp_path, trained, *flags: str):
+    """The trained tiny model as a server on the CPU, with `flags` (later flags win)."""
+    models, weights, _, _ = trained
+    return run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                       "--weights", str(weights), "--device", "cpu", "--forward_only",
+                       "--scenario", "server", "--latency_bound_ms", "1000",
+                       "--loadgen_dir", str(tmp_path / "lg"), *flags)
+
+
 def test_latency_scenarios_and_weights_that_do_not_fit(tmp_path, trained):
     models, weights, _, _ = trained
-    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
-                      "--weights", str(weights), "--device", "cpu", "--forward_only",
-                      "--batch_size", "4", "--scenario", "server", "--target_qps", "20",
-                      "--latency_bound_ms", "1000", "--min_duration_s", "0.5",
-                      "--min_query_count", "10", "--loadgen_dir", str(tmp_path / "lg"))
+    run = server(tmp_path, trained, "--batch_size", "4", "--target_qps", "20",
+                 "--min_duration_s", "0.5", "--min_query_count", "10")
     assert run.returncode == 0, run.stderr
     assert run.values["results.latency_bound_met"] is True
     assert 0 < run.values["results.latency_p50"] <= run.values["results.latency_p99"]
@@ -188,13 +194,10 @@ def test_every_bucket_is_bound_before_the_run_and_padding_is_exact(trained):
 
 
 def test_a_server_of_many_batch_sizes_records_no_recompiles(tmp_path, trained):
-    models, weights, _, _ = trained
-    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
-                      "--weights", str(weights), "--device", "cpu", "--forward_only",
-                      "--batch_size", "8", "--scenario", "server", "--target_qps", "200",
-                      "--max_queue_delay_ms", "20", "--latency_bound_ms", "1000",
-                      "--min_duration_s", "1", "--min_query_count", "20",
-                      "--loadgen_dir", str(tmp_path / "lg"))
+    models = trained[0]
+    run = server(tmp_path, trained, "--batch_size", "8", "--target_qps", "200",
+                 "--max_queue_delay_ms", "20", "--min_duration_s", "1",
+                 "--min_query_count", "20")
     assert run.returncode == 0, run.stderr
     assert run.values["results.recompiles"] == 0
     assert "prepare: batch sizes [1, 2, 4, 8]" in run.stdout
