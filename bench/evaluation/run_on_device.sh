@@ -13,13 +13,15 @@
 # machine has Python 3.12 and PyTorch, no internet); bench/evaluation/gpu_targets.py runs the
 # steps (its doc lists them). OUT (the first argument, else $OUT, else ./out) gets
 # environment.txt, run.log, plain.json, results.md, results.json and logs.tgz (every
-# experiment's log and LoadGen's logs). Settings (environment): PART, SERVER_RATE,
-# MIN_DURATION=10, DEADLINE=3600 (s: no step starts or runs past it), WHEELS=bench/device/wheels, PYTHON=python3, SKIP_INSTALL=0 (1: use $PYTHON
-# as it is), and EXTRA (more gpu_targets.py flags). The steps on a CPU, small and quick (how
-# this script is rehearsed where there is no GPU):
-#   PART=one SKIP_INSTALL=1 PYTHON=.venv/bin/python EXTRA="--device cpu --model resnet18
-#     --dtype float32 --batches 2,4 --big_batch 4 --num_batches 3 --warmup 1 --target_qps 5
-#     --latency_bound_ms 3000 --plain_latency_batches 10" MIN_DURATION=1 bash bench/evaluation/run_on_device.sh /tmp/o
+# experiment's log and LoadGen's logs). Settings (environment): PART, SERVER_RATE, WORK
+# (/tmp/eval-work), MIN_DURATION=10, DEADLINE=3600 (seconds: no step starts or runs past
+# it), WHEELS=bench/device/wheels, PYTHON=python3, SKIP_INSTALL=0 (1: use $PYTHON as it is)
+# and EXTRA (more gpu_targets.py flags). The steps on a CPU, small and quick (how this
+# script is rehearsed where there is no GPU):
+#   PART=one SKIP_INSTALL=1 PYTHON=.venv/bin/python MIN_DURATION=1 EXTRA="--device cpu
+#     --model resnet18 --dtype float32 --batches 2,4 --big_batch 4 --num_batches 3
+#     --warmup 1 --target_qps 5 --min_query_count 5 --latency_bound_ms 3000
+#     --plain_latency_batches 10" bash bench/evaluation/run_on_device.sh /tmp/o
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
