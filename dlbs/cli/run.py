@@ -153,11 +153,30 @@ def _reporter(mode: str, stream: _Terminal) -> Any:
     return LineReporter(stream)
 
 
+def _run_as(experiment: dict[str, Any]) -> str:
+    """The scenario and the batch as run: `single_stream batch 1`, `batch 16 x4`.
+
+    The benchmark loop's batch is the replica batch times the replicas; a scenario's is
+    `exp.run_batch`, the batch its queries run at (single_stream: 1). A plan written before
+    `exp.run_batch` existed shows the replica batch.
+    """
+    scenario = experiment.get("exp.scenario") or "benchmark"
+    if scenario == "benchmark" or experiment.get("exp.run_batch") is None:
+        batch = f"batch {experiment.get('exp.replica_batch')} x{experiment.get('exp.num_replicas')}"
+    else:
+        batch = f"batch {experiment.get('exp.run_batch')}"
+    return batch if scenario == "benchmark" else f"{scenario} {batch}"
+
+
+def _label(experiment: dict[str, Any]) -> str:
+    """The progress bar's label: `resnet50 single_stream batch 1`."""
+    return f"{experiment.get('exp.model')} {_run_as(experiment)}"
+
+
 def _describe(experiment: dict[str, Any]) -> str:
     return (f"{experiment.get('exp.framework')} {experiment.get('exp.model')} "
             f"{experiment.get('exp.phase')} {experiment.get('exp.dtype')} "
-            f"batch {experiment.get('exp.replica_batch')} x{experiment.get('exp.num_replicas')}"
-            f" [{experiment.get('exp.id')}]")
+            f"{_run_as(experiment)} [{experiment.get('exp.id')}]")
 
 
 class LineReporter:
@@ -185,6 +204,12 @@ class LineReporter:
     def note(self, text: str) -> None:
         print(f"dlbs: {text}", file=self.stream, flush=True)
 
+    def progress(self, experiment: dict[str, Any], text: str) -> None:
+        """A running experiment's progress note (a max_qps trial, say)."""
+        blank = " " * len(f"[{self.done}/{self.total}]")  # it has no place in the count yet
+        print(f"{blank} {'running':11} {_describe(experiment)}: {text}", file=self.stream,
+              flush=True)
+
     def close(self) -> None:
         pass
 
@@ -205,10 +230,10 @@ class BarReporter(LineReporter):
         )
 
         self.console = Console(file=self.stream)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
-                                 TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+                            TimeElapsedColumn(), TimeRemainingColumn(),
+                            console=self.console, transient=False)
         self.counts = {"ok": 0, "failed": 0, "skipped": 0}
         self.task = None
 
@@ -217,11 +242,11 @@ class BarReporter(LineReporter):
 
     def planned(self, total: int) -> None:
         super().planned(total)
-        self.progress.start()
-        self.task = self.progress.add_task("dlbs run", total=total, counts=self._fields())
+        self.bar.start()
+        self.task = self.bar.add_task("dlbs run", total=total, counts=self._fields())
 
     def started(self, experiment: dict[str, Any], log_path: str) -> None:
-        self.progress.update(self.task, description=str(experiment.get("exp.model")))
+        self.bar.update(self.task, description=_label(experiment))
 
     def finished(self, experiment: dict[str, Any], status: str, message: str | None,
                  log_path: str | None, seconds: float) -> None:
@@ -230,14 +255,18 @@ class BarReporter(LineReporter):
         self.counts[key] += 1
         if key == "failed":
             self.console.print(f"{status}: {_describe(experiment)}: {message} ({log_path})")
-        self.progress.update(self.task, advance=1, counts=self._fields())
+        self.bar.update(self.task, advance=1, counts=self._fields())
 
     def note(self, text: str) -> None:
         self.console.print(f"dlbs: {text}")
 
+    def progress(self, experiment: dict[str, Any], text: str) -> None:
+        """A running experiment's progress note: a line above the bar."""
+        self.console.print(f"{_label(experiment)}: {text}", markup=False, highlight=False)
+
     def close(self) -> None:
         if self.task is not None:
-            self.progress.stop()
+            self.bar.stop()
 
 
 def _print_summary(summary: Any, stream: _Terminal) -> None:

@@ -7,7 +7,9 @@ counts when, after optional blanks and an optional launcher rank prefix (`0: ` f
 PyTorch), it starts with `__<key>__=`; the rest of the line is a JSON value. The last
 occurrence of a key wins (DLBS appended re-runs to the same file). Every other line is
 ignored; a matching line whose value is not JSON is counted, not fatal: a killed backend
-may leave half a line.
+may leave half a line. `__progress__=` lines are not facts: a backend's note on how far a
+long run has come, which the run loop relays to the user (`on_progress`) and no log reader
+keeps (docs/backends/protocol.md section 3).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from dlbs.config.names import PROGRESS_KEY
 from dlbs.errors import ResultsError
 from dlbs.util.exact_json import has_long_digits
 
@@ -35,6 +38,8 @@ _LINE_STR = re.compile(_PREFIX + _KEY + r"(?P<value>.*)", re.DOTALL)
 _LINE_BYTES = re.compile(_PREFIX.encode() + _KEY.encode() + rb"(?P<value>.*)", re.DOTALL)
 
 _READ_BUFFER = 1 << 20
+#: The key of a backend's progress note (no parameter may have it): never a value of the log.
+_PROGRESS_BYTES = PROGRESS_KEY.encode()
 _VALID_KEY = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
@@ -83,8 +88,11 @@ def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
 class ProtocolParser:
     """Incremental parser: feed lines (str or bytes) as they arrive, read `result` at any time."""
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None,
+                 on_progress: Callable[[Any], None] | None = None) -> None:
         self.result = ParsedLog(path=path)
+        #: Called with the value of each progress note (which is not kept as a value).
+        self.on_progress = on_progress
 
     def feed(self, line: str | bytes) -> None:
         """Read one line (with or without its line ending)."""
@@ -102,6 +110,7 @@ class ProtocolParser:
                 if b"__=" not in line:
                     continue
                 pattern: re.Pattern[Any] = _LINE_BYTES
+                progress: str | bytes = _PROGRESS_BYTES
                 # A progress bar redraws with \r: a terminal shows what follows the last
                 # one, and so the protocol line printed after a bar is found there.
                 segments = line.split(b"\r") if b"\r" in line else (line,)
@@ -109,6 +118,7 @@ class ProtocolParser:
                 if "__=" not in line:
                     continue
                 pattern = _LINE_STR
+                progress = PROGRESS_KEY
                 segments = line.split("\r") if "\r" in line else (line,)
             for segment in segments:
                 match = pattern.match(segment)
@@ -116,11 +126,14 @@ class ProtocolParser:
                     continue
                 key = match.group("key")
                 ok, value = _decode_value(match.group("value"))
-                if ok:
+                if not ok:
+                    unparsable += 1
+                elif key == progress:
+                    if self.on_progress is not None:
+                        self.on_progress(value)
+                else:
                     values[key.decode("ascii") if isinstance(key, bytes) else key] = value
                     matched += 1
-                else:
-                    unparsable += 1
         result.lines += count
         result.matched += matched
         result.unparsable += unparsable

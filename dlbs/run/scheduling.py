@@ -24,6 +24,7 @@ from dlbs.errors import LaunchError, OutputError
 from dlbs.recipes import Invocation
 from dlbs.run import marks, policy
 from dlbs.run.flight import SKIP, Flight, Flights
+from dlbs.run.follow import ProgressNote
 from dlbs.run.interrupts import StopRequest
 from dlbs.run.outcome import CANCELLED, INTERRUPTED, Outcome
 from dlbs.run.pool import ProcessPool
@@ -62,7 +63,7 @@ class Driver:
         self.recorder = recorder
         self.reporter = recorder.reporter
         self.stop = stop
-        self.pool = ProcessPool(max_parallel, on_report=recorder.mark)
+        self.pool = ProcessPool(max_parallel, on_report=self._report)
         self.max_in_flight = max_in_flight
         self.on_interrupt = on_interrupt
         #: The jobs in flight, by scheduler target name.
@@ -85,6 +86,13 @@ class Driver:
             for _, job in pending:  # opened, refused for a limit, never submitted
                 if isinstance(job, Prepared):
                     self.recorder.finish(job.attempt, Outcome(INTERRUPTED, NOT_SUBMITTED))
+
+    def _report(self, attempt: Attempt, value: Any) -> None:
+        """A worker's report: its backend's progress note, or its process's mark."""
+        if isinstance(value, ProgressNote):
+            self.reporter.progress(attempt.job.experiment, value.text)
+        else:
+            self.recorder.mark(attempt, value)
 
     def _flights(self, target: Target) -> Flights:
         assert isinstance(target, SchedulerTarget)

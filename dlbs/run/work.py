@@ -1,4 +1,8 @@
-"""What a worker thread does for one local or container attempt: run it, with the monitor."""
+"""What a worker thread does for one local or container attempt: run it, with the monitor.
+
+While it runs, the backend's progress notes are read from its log (`dlbs.run.follow`) and
+reported as `ProgressNote`s, beside its process's mark.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.run import marks
+from dlbs.run.follow import LogFollower
 from dlbs.run.logs import append_to_log
 from dlbs.run.outcome import Outcome
 from dlbs.run.recording import Attempt, Job
@@ -34,7 +39,8 @@ def attempt_work(attempt: Attempt, stop: threading.Event
                 report(marks.with_process(attempt.mark, pid))
 
         try:
-            with append_to_log(attempt.log_path) as log:
+            with append_to_log(attempt.log_path) as log, \
+                    LogFollower(attempt.log_path, report):
                 outcome = target.run(job.invocation, log, job_timeout(job), on_start=started,
                                      stop=stop,
                                      token=attempt.mark["token"] if attempt.mark else None)

@@ -37,6 +37,10 @@ Serving:
 - accuracy: LoadGen's AccuracyOnly mode issues every sample once (offline queries, loading
   the dataset in parts); top-1 and top-5 are counted here.
 
+Progress: before LoadGen's run, and after each max_qps trial (its rate and verdict), the
+harness prints a progress note (`__progress__=`, docs/backends/protocol.md section 3), which
+`dlbs run` shows while the experiment runs: a max_qps search can take many minutes.
+
 An exception in a LoadGen callback cannot travel through LoadGen's C++ code: it goes to
 `abort`, which reports it and ends the process. So does SIGTERM or SIGINT (a timeout, Ctrl-C):
 while LoadGen waits in C++ the main thread runs no Python, so the backend's own handler
@@ -63,6 +67,7 @@ from typing import Any, NamedTuple
 from .accuracy import AccuracyCounter, read_labels
 from .loadgen_log import LoadGenLog
 from .options import EvaluationOptions
+from .protocol import emit_progress
 from .system import InferenceSystem
 
 #: The version dlbs pins (pyproject.toml); another one is used, and named in the log.
@@ -326,7 +331,9 @@ class _Harness:
                 if self.scenario == "max_qps":
                     results, serving = self._find_peak(sut, qsl, calibrated["rate_qps"])
                 else:
-                    self._start(sut, qsl, self._settings(calibrated))
+                    settings = self._settings(calibrated)
+                    self._announce()
+                    self._start(sut, qsl, settings)
                     serving = self._serving
                     self.say(serving.line())
                     results = self._results()
@@ -362,6 +369,17 @@ class _Harness:
                 self.say(f"warning: {warning}")
         results["results.loadgen_log_dir"] = self.folder
         return results
+
+    def _announce(self) -> None:
+        """The progress note of a LoadGen run about to start, and how long it may take."""
+        options = self.options
+        if self.scenario == "accuracy":
+            emit_progress(f"accuracy: LoadGen issues each of {self.system.total_samples} "
+                          "samples once", scenario=self.scenario)
+        else:
+            emit_progress(f"{self.scenario}: LoadGen runs at least {options.min_duration_s:g} s "
+                          f"and {options.min_query_count} queries", scenario=self.scenario,
+                          min_duration_s=options.min_duration_s)
 
     def _start(self, sut: Any, qsl: Any, settings: Any) -> None:
         log_settings = self.lg.LogSettings()
@@ -502,14 +520,19 @@ class _Harness:
         broken: float | None = None
         tried: list[float] = []
         what = f"{options.latency_percentile:g}th percentile latency"
+        emit_progress(f"max_qps: server trials from {rate:.4g} queries/s, each "
+                      f"{duration_s:g} to {MAX_QPS_TRIAL_STRETCH * duration_s:g} s, at most "
+                      f"{MAX_QPS_TRIALS}", scenario="max_qps", first_rate_qps=rate)
         for trial in range(1, MAX_QPS_TRIALS + 1):
             log = self._trial(sut, qsl, rate, trial)
             tried.append(rate)
             met = log.values.get("result_perf_constraints_met") is True
             p99 = log.results().get("results.latency_p99")
             shown = f"p99 {p99:.4g} ms" if isinstance(p99, float) else "no p99"
-            self.say(f"max_qps: trial {trial}: {rate:.6g} queries/s, {shown}: bound "
-                     f"{'kept' if met else 'broken'}; {self._serving.line()}")
+            verdict = f"{rate:.6g} queries/s, {shown}: bound {'kept' if met else 'broken'}"
+            self.say(f"max_qps: trial {trial}: {verdict}; {self._serving.line()}")
+            emit_progress(f"max_qps trial {trial}: {verdict}", scenario="max_qps", trial=trial,
+                          rate_qps=rate, latency_p99=p99, bound_met=met)
             if met and (kept is None or rate > kept[0]):
                 kept = (rate, trial, log, self._serving)
             if not met and (broken is None or rate < broken):

@@ -20,8 +20,6 @@ environment; killed by a signal, it dies by that signal.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import os
 import platform
@@ -48,6 +46,7 @@ from benchmark_common.options import (  # noqa: E402 - standard library only
     add_evaluation_flags,
     evaluation_options,
 )
+from benchmark_common.protocol import emit, emit_failure, now_iso  # noqa: E402 - stdlib only
 
 __version__ = "1.0.0"
 
@@ -192,29 +191,10 @@ def topology_from_env():
     return world, rank
 
 
-def emit(key: str, value) -> None:
-    """Print `__key__=json` and flush, so a killed process still leaves what it printed."""
-    sys.stdout.write(f"__{key}__={json.dumps(value)}\n")
-    sys.stdout.flush()
-
-
 def say(text: str) -> None:
     """An ordinary line of chatter, as any framework prints."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO-8601 with milliseconds."""
-    now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (runs on Python < 3.11)
-    return now.isoformat(timespec="milliseconds")
-
-
-def emit_failure(message: str) -> None:
-    """The lines that mark a run failed; no throughput is printed."""
-    emit("results.status", "failure")
-    emit("results.status_msg", message)
-    emit("results.end_time", now_iso())
 
 
 def percentile(sorted_values, percent: float) -> float:
