@@ -7,12 +7,10 @@ is a programming error and raises at import time.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from collections.abc import Callable
 
 import numpy as np
+from benchmark_common.extra_models import import_model_file
 from mxnet import gluon
 
 from ..errors import BenchmarkError
@@ -79,15 +77,7 @@ def load_model_file(path: str) -> None:
 
     The file imports `register_model` and `Model` from `mxnet_benchmarks.models`.
     """
-    if not os.path.isfile(path):
-        raise BenchmarkError(f"--extra_models: no such file: {path}")
-    name = f"_dlbs_extra_models_{os.path.splitext(os.path.basename(path))[0]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise BenchmarkError(f"--extra_models: cannot import {path} (not a Python file?)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    import_model_file(path, BenchmarkError)
 
 
 def model_ids() -> list[str]:

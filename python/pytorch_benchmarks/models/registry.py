@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.util
 import inspect
 import pkgutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch.nn as nn
+from benchmark_common.extra_models import import_model_file
 
 from ..errors import UserError
 
@@ -110,16 +109,7 @@ def _load_builtin_models() -> None:
 
 def load_model_file(path: str | Path) -> None:
     """Import a user's Python file that registers more models (``--extra_models``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"--extra_models: no such file: {path}")
-    name = f"_dlbs_extra_models_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"--extra_models: cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    import_model_file(str(path), UserError)
 
 
 def model_ids() -> list[str]:
