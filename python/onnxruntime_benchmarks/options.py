@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "pytorch_benchmarks beside this backend's folder)")
     p.add_argument("--seed", type=int, default=0,
                    help="torch.manual_seed before the exported model is built (its weights)")
-    add_num_classes_flag(p)
+    add_num_classes_flag(p, "the exported model's number of classes, its last layer (0: the "
+                            "model's own)")
     return p
 
 
