@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 import uuid
 from collections import deque
@@ -38,8 +39,8 @@ from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch, host_access
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore
-from dlbs.run import marks, policy
+from dlbs.results.store import ResultsStore, open_existing_store, open_store
+from dlbs.run import marks, oom_limits, policy
 from dlbs.run.environment import collect_environment
 from dlbs.run.flight import Flight, SlurmFlights
 from dlbs.run.interrupts import STOPPED_STATUS, StopRequest
@@ -189,11 +190,14 @@ class Sweep:
         with contextlib.ExitStack() as stack:
             for log_dir in sorted({_log_dir(e) for e in self.experiments}):
                 stack.enter_context(RunLock(log_dir))
-            # A database shared by runs with other log folders: each would close the other's
-            # live attempts as cut off.
-            for database in sorted({self._store_path(e) for e in self.experiments}):
-                stack.enter_context(RunLock.of_database(database))
             stack.callback(self._close)
+            # Each store's run lock, and what this run may settle in it: a store shared by
+            # runs with other log folders (or hosts) would have them close each other's live
+            # attempts (ResultsStore.claim).
+            for location, store in self._all_stores():
+                folders = sorted({os.path.abspath(_log_dir(e)) for e in self.experiments
+                                  if self._store_path(e) == location})
+                stack.enter_context(store.claim(socket.gethostname(), folders))
             stack.enter_context(self.stop.catching())
             reattached = self._resume()
             # One query per database, not one per experiment: sweeps can be long.
@@ -238,11 +242,10 @@ class Sweep:
             for experiment in self.experiments:
                 path = self._store_path(experiment)
                 if path not in stores:
-                    stores[path] = (ResultsStore(path, create=False) if os.path.isfile(path)
-                                    else None)
+                    stores[path] = open_existing_store(path)
                     latest[path] = stores[path].latest_statuses() if stores[path] else {}
                 store = stores[path]
-                oom = store.oom_limit(*policy.oom_key(experiment)) if store else None
+                oom = oom_limits.oom_limit(store, policy.oom_key(experiment)) if store else None
                 decision = policy.decide(experiment, latest[path].get(experiment["exp.id"]),
                                          oom)
                 request = None
@@ -605,8 +608,8 @@ class Sweep:
                                  status_msg=verdict.message, results=verdict.results,
                                  environment=environment)
         if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
-            attempt.store.record_oom(*policy.oom_key(experiment),
-                                     experiment["exp.replica_batch"], exp_id=experiment["exp.id"])
+            oom_limits.record_oom(attempt.store, policy.oom_key(experiment),
+                                  experiment["exp.replica_batch"], exp_id=experiment["exp.id"])
         self.summary.add(verdict.status)
         if verdict.status != "ok":
             self.summary.failures.append((experiment, verdict.status, verdict.message,
@@ -781,11 +784,11 @@ class Sweep:
     def _store(self, experiment: Mapping[str, Any]) -> ResultsStore:
         path = self._store_path(experiment)
         if path not in self._stores:
-            self._stores[path] = ResultsStore(path)  # creates its folder, or says why not
+            self._stores[path] = open_store(path)  # creates it (its folder too), or says why not
         return self._stores[path]
 
     def _oom_limit(self, experiment: Mapping[str, Any]) -> int | None:
-        return self._store(experiment).oom_limit(*policy.oom_key(experiment))
+        return oom_limits.oom_limit(self._store(experiment), policy.oom_key(experiment))
 
     def _env(self) -> dict[str, Any]:
         if self._environment is None:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.results.store import is_store, is_store_url, open_store, store_name
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
 
 TRACE_KEY = "results.trace_file"
@@ -36,12 +36,14 @@ class Located:
 
 def locate(source: str, exp_id: str | None = None) -> Located:
     """The trace that `source` (and, for a database, `exp_id`) names."""
+    if is_store_url(source):
+        return _from_database(source, exp_id)
     if not os.path.exists(source):
         raise TraceError(f"{source}: no such file")
     if os.path.isdir(source):
         raise TraceError(f"{source} is a folder", hint="name a log, a trace or a results "
                                                        "database")
-    if is_sqlite_file(source):
+    if is_store(source):
         return _from_database(source, exp_id)
     if exp_id is not None:
         raise TraceError(f"--id {exp_id}: {source} is not a results database",
@@ -72,8 +74,9 @@ def _from_log(path: str) -> Located:
     return Located(_existing(trace, path), path, values.get("exp.id"))
 
 
-def _from_database(path: str, exp_id: str | None) -> Located:
-    with ResultsStore(path, read_only=True) as store:  # a reader (docs/security.md)
+def _from_database(location: str, exp_id: str | None) -> Located:
+    path = store_name(location)
+    with open_store(location, read_only=True) as store:  # a reader (docs/security.md)
         attempts = store.attempts(exp_id) if exp_id else store.attempts()
     traced = [a for a in attempts if isinstance(a.results.get(TRACE_KEY), str)
               and a.results[TRACE_KEY]]
