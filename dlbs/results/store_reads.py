@@ -100,6 +100,11 @@ class StoreReads(SqlStore):
                 yield _attempt_from_row(row[1:])
             last = rows[-1][0]
 
+    def attempt_keys(self) -> list[tuple[int, str, int, str]]:
+        """(rowid, exp_id, attempt, started_at) of every attempt (what copying compares)."""
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            "read attempts", "SELECT rowid, exp_id, attempt, started_at FROM attempts")]
+
     def experiments(self) -> Iterator[dict[str, Any]]:
         """The newest attempt of every experiment as a flat dict (see Attempt.as_experiment)."""
         for attempt in self.attempts(latest_only=True):
