@@ -19,7 +19,14 @@ import numpy as np
 
 from dlbs.errors import ResultsError
 from dlbs.report.identity import DEVICE_MODEL, column_of, key_rules
-from dlbs.report.keys import identity_keys, value_lists, varying_keys
+from dlbs.report.keys import (
+    choose,
+    display_order,
+    identity_keys,
+    preference,
+    value_lists,
+    varying_keys,
+)
 from dlbs.report.select import Filter, matching, resolve_key
 from dlbs.results.columns import Attempts
 
@@ -92,11 +99,11 @@ def build_history(attempts: Attempts, by: Sequence[str] | None = None,
         (tag_codes[order][1:] != tag_codes[order][:-1])
     points = order[first]
     points = points[np.lexsort((recency[points], configs[points]))]
+    starts = np.flatnonzero(np.r_[True, configs[points][1:] != configs[points][:-1]])
     if not by:
-        history.keys = _shown_keys(attempts, rows[points])
+        history.keys = _shown_keys(attempts, rows[points[[*starts[1:] - 1, len(points) - 1]]])
     shown_columns = [column_of(attempts, key) for key in history.keys]
     ids = column_of(attempts, "exp.id")
-    starts = np.flatnonzero(np.r_[True, configs[points][1:] != configs[points][:-1]])
     for start, stop in zip(starts, [*starts[1:], len(points)]):
         members = rows[points[start:stop]]
         last = int(members[-1])
@@ -119,8 +126,16 @@ def _group(attempts: Attempts, keys: Sequence[str], rows: np.ndarray) -> np.ndar
 
 
 def _shown_keys(attempts: Attempts, rows: np.ndarray) -> list[str]:
-    """What tells the configurations apart for a reader: identity keys that vary."""
+    """What tells the configurations (one attempt each: `rows`) apart, as report rows do.
+
+    The identity keys that vary, fewest first in the reports' order of preference; exp.id
+    where they do not tell every configuration apart.
+    """
     rules = key_rules()
-    keys = identity_keys(attempts, rows, rules)
-    varying = varying_keys(value_lists(attempts, rows), keys, attempts)
-    return varying or ["exp.id"]
+    values_of = value_lists(attempts, rows)
+    varying = varying_keys(values_of, identity_keys(attempts, rows, rules), attempts)
+    chosen = display_order(choose(len(rows), preference(varying, rules), [], values_of))
+    shown = np.stack([values_of(key) for key in chosen] or [np.zeros(len(rows), dtype=np.intp)])
+    if np.unique(shown, axis=1).shape[1] < len(rows):
+        chosen.append("exp.id")
+    return chosen

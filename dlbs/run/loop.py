@@ -31,7 +31,7 @@ import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from dlbs.errors import ConfigError, LaunchError, OutputError, ResultsError
@@ -184,6 +184,14 @@ class Sweep:
                                   hint="keep the default configs (no --no-defaults), or "
                                        "define them in the spec")
         self.settings = SweepSettings.of(self.experiments)
+        # An experiment without runtime.run_tag is recorded under the time this run began
+        # (its point in the history); resuming it still looks at every attempt, as before
+        # tags (docs/results.md). The tags the user set decide how each one resumes.
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        self._resume_tags = {id(e): _set_tag(e) for e in self.experiments}
+        for experiment in self.experiments:
+            if self._resume_tags[id(experiment)] is None:
+                experiment["runtime.run_tag"] = started
 
     # -- the whole sweep ---------------------------------------------------------------
     def run(self) -> Summary:
@@ -200,8 +208,11 @@ class Sweep:
                 stack.enter_context(store.claim(socket.gethostname(), folders))
             stack.enter_context(self.stop.catching())
             reattached = self._resume()
-            # One query per database, not one per experiment: sweeps can be long.
-            latest = {path: store.latest_statuses() for path, store in self._all_stores()}
+            # One query per database (and run tag), not one per experiment: sweeps can be long.
+            latest: dict[tuple[str, str | None], dict[str, str]] = {}
+            for experiment in self.experiments:
+                _resume_statuses(self._store(experiment), self._store_path(experiment),
+                                 self._resume_tags[id(experiment)], latest)
             decisions = [(e, self._decide(e, latest)) for e in self.experiments]
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
@@ -220,12 +231,12 @@ class Sweep:
             self._drive(pending, reattached)
         return self.summary
 
-    def _decide(self, experiment: Experiment, latest: Mapping[str, Mapping[str, str]]
-                ) -> policy.Decision:
+    def _decide(self, experiment: Experiment,
+                latest: Mapping[tuple[str, str | None], Mapping[str, str]]) -> policy.Decision:
         if experiment["exp.id"] in self._reattached:
             return policy.Decision(policy.IGNORE, "its SLURM job was re-attached")
-        return policy.decide(experiment,
-                             latest[self._store_path(experiment)].get(experiment["exp.id"]),
+        statuses = latest[(self._store_path(experiment), self._resume_tags[id(experiment)])]
+        return policy.decide(experiment, statuses.get(experiment["exp.id"]),
                              self._oom_limit(experiment))
 
     def preview(self) -> list[Preview]:
@@ -235,7 +246,7 @@ class Sweep:
         done; takes no lock and runs nothing.
         """
         stores: dict[str, ResultsStore | None] = {}
-        latest: dict[str, dict[str, str]] = {}
+        latest: dict[tuple[str, str | None], dict[str, str]] = {}
         previews = []
         to_run: list[_Job] = []
         try:
@@ -243,11 +254,11 @@ class Sweep:
                 path = self._store_path(experiment)
                 if path not in stores:
                     stores[path] = open_existing_store(path)
-                    latest[path] = stores[path].latest_statuses() if stores[path] else {}
                 store = stores[path]
+                statuses = _resume_statuses(store, path, self._resume_tags[id(experiment)],
+                                            latest)
                 oom = oom_limits.oom_limit(store, policy.oom_key(experiment)) if store else None
-                decision = policy.decide(experiment, latest[path].get(experiment["exp.id"]),
-                                         oom)
+                decision = policy.decide(experiment, statuses.get(experiment["exp.id"]), oom)
                 request = None
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
@@ -285,9 +296,9 @@ class Sweep:
 
     def _record_skipped(self, experiment: Experiment, reason: str) -> None:
         store = self._store(experiment)
-        exp_id = experiment["exp.id"]
-        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, "skipped",
-                             status_msg=reason, environment=self._env())
+        store.record_attempt(experiment["exp.id"], None, experiment, "skipped",
+                             status_msg=reason, environment=self._env(),
+                             run=self._run_fields(experiment))
         self.summary.add("skipped")
         self.reporter.finished(experiment, "skipped", reason, None, 0.0)
 
@@ -385,8 +396,12 @@ class Sweep:
         # Recorded before it starts: whatever it starts carries the mark's token.
         mark = marks.new_mark(job.target.name) if isinstance(job.target, ProcessTarget) \
             else None
-        store.record_start(exp_id, number, experiment, log_path=log_path,
-                           environment=self._env(), job_id=marks.encode(mark) if mark else None)
+        # The number is taken in the write itself: on a shared store another run may have
+        # started this experiment meanwhile (then the log keeps the number it was made with).
+        number = store.record_start(exp_id, None, experiment, log_path=log_path,
+                                    environment=self._env(),
+                                    job_id=marks.encode(mark) if mark else None,
+                                    run=self._run_fields(experiment))
         self.reporter.started(experiment, log_path)
         return _Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark)
 
@@ -396,8 +411,9 @@ class Sweep:
         experiment = job.experiment
         where = log_path or str(experiment["exp.log_file"])
         reason = f"could not start: cannot write its log {where}: {error.strerror or error}"
-        store.record_attempt(experiment["exp.id"], number, experiment, "failure",
-                             status_msg=reason, log_path=log_path, environment=self._env())
+        store.record_attempt(experiment["exp.id"], None, experiment, "failure",
+                             status_msg=reason, log_path=log_path, environment=self._env(),
+                             run=self._run_fields(experiment))
         self.summary.add("failure")
         self.summary.failures.append((experiment, "failure", reason, log_path))
         self.reporter.finished(experiment, "failure", reason, log_path, 0.0)
@@ -790,6 +806,11 @@ class Sweep:
     def _oom_limit(self, experiment: Mapping[str, Any]) -> int | None:
         return oom_limits.oom_limit(self._store(experiment), policy.oom_key(experiment))
 
+    def _run_fields(self, experiment: Mapping[str, Any]) -> tuple[str | None, str, str]:
+        """(run_tag, run_host, run_folder) that the store records with each attempt."""
+        return (_set_tag(experiment), socket.gethostname(),
+                os.path.abspath(_log_dir(experiment)))
+
     def _env(self) -> dict[str, Any]:
         if self._environment is None:
             self._environment = collect_environment()
@@ -867,6 +888,23 @@ def _last_output_line(log_path: str, tail: int = 4096) -> str | None:
         if text and not text.startswith("__") and not text.startswith("dlbs:"):
             return text[:300]
     return None
+
+
+def _set_tag(experiment: Mapping[str, Any]) -> str | None:
+    """The runtime.run_tag the user gave, None when none (resume then ignores tags)."""
+    tag = experiment.get("runtime.run_tag")
+    return str(tag) if tag not in (None, "") else None
+
+
+def _resume_statuses(store: ResultsStore | None, location: str, tag: str | None,
+                     latest: dict[tuple[str, str | None], dict[str, str]]) -> dict[str, str]:
+    """The statuses resuming reads (per tag and host when the user set a tag)."""
+    key = (location, tag)
+    if key not in latest:
+        latest[key] = {} if store is None else (
+            store.latest_statuses() if tag is None else
+            store.latest_statuses(tag, socket.gethostname()))
+    return latest[key]
 
 
 def _log_dir(experiment: Mapping[str, Any]) -> str:
