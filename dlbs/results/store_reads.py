@@ -100,6 +100,22 @@ class StoreReads(SqlStore):
                 yield _attempt_from_row(row[1:])
             last = rows[-1][0]
 
+    def runs(self) -> list[tuple[Any, ...]]:
+        """Every run that recorded attempts, newest first.
+
+        (run_tag, run_host, run_folder, attempts, ok attempts, first start, last end);
+        attempts recorded before schema version 4 come as one run of NULLs.
+        """
+        return [tuple(row) for row in self._read(
+            "read runs", "SELECT run_tag, run_host, run_folder, count(*), "
+            "sum(CASE WHEN status = 'ok' THEN 1 ELSE 0 END), min(started_at), max(ended_at) "
+            "FROM attempts GROUP BY run_tag, run_host, run_folder ORDER BY min(started_at) DESC")]
+
+    def change_marker(self) -> tuple[Any, ...]:
+        """What changes whenever an attempt is added or ends (readers that cache compare it)."""
+        return tuple(self._read("read attempts", "SELECT count(*), max(rowid), max(ended_at), "
+                                "count(ended_at) FROM attempts")[0])
+
     def attempt_keys(self) -> list[tuple[int, str, int, str]]:
         """(rowid, exp_id, attempt, started_at) of every attempt (what copying compares)."""
         return [tuple(row) for row in self._read(  # type: ignore[misc]
