@@ -136,6 +136,6 @@ def _shown_keys(attempts: Attempts, rows: np.ndarray) -> list[str]:
     varying = varying_keys(values_of, identity_keys(attempts, rows, rules), attempts)
     chosen = display_order(choose(len(rows), preference(varying, rules), [], values_of))
     shown = np.stack([values_of(key) for key in chosen] or [np.zeros(len(rows), dtype=np.intp)])
-    if np.unique(shown, axis=1).shape[1] < len(rows):
+    if not chosen or np.unique(shown, axis=1).shape[1] < len(rows):
         chosen.append("exp.id")
     return chosen
