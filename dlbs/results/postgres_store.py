@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -55,12 +56,14 @@ def display(url: str) -> str:
         parts = conninfo_to_dict(url)
     except Exception:  # noqa: BLE001 - psycopg missing, or a URL it cannot read: say little
         return "postgresql://(a URL that cannot be read)"
-    user = parts.get("user")
-    host = parts.get("host") or "localhost"
-    port = parts.get("port")
-    name = parts.get("dbname") or ""
+    user = parts.pop("user", None)
+    host = parts.pop("host", None) or "localhost"
+    port = parts.pop("port", None)
+    name = parts.pop("dbname", None) or ""
+    parts.pop("password", None)
     where = f"{host}:{port}" if port else str(host)
-    return f"postgresql://{user + '@' if user else ''}{where}/{name}"
+    query = f"?{urllib.parse.urlencode(parts)}" if parts else ""
+    return f"postgresql://{user + '@' if user else ''}{where}/{name}{query}"
 
 
 def _password(url: str) -> str | None:

@@ -39,7 +39,13 @@ from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch, host_access
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore, open_existing_store, open_store
+from dlbs.results.store import (
+    ResultsStore,
+    is_store_url,
+    open_existing_store,
+    open_store,
+    store_name,
+)
 from dlbs.run import marks, oom_limits, policy
 from dlbs.run.environment import collect_environment
 from dlbs.run.flight import Flight, SlurmFlights
@@ -189,9 +195,14 @@ class Sweep:
         # tags (docs/results.md). The tags the user set decide how each one resumes.
         started = datetime.now(UTC).isoformat(timespec="seconds")
         self._resume_tags = {id(e): _set_tag(e) for e in self.experiments}
+        # Where each experiment's results go; what is recorded and logged names the store
+        # without a password a URL may hold (docs/results.md).
+        self._locations = {id(e): _results_location(e) for e in self.experiments}
         for experiment in self.experiments:
             if self._resume_tags[id(experiment)] is None:
                 experiment["runtime.run_tag"] = started
+            if is_store_url(self._locations[id(experiment)]):
+                experiment["runtime.results_db"] = store_name(self._locations[id(experiment)])
 
     # -- the whole sweep ---------------------------------------------------------------
     def run(self) -> Summary:
@@ -786,10 +797,8 @@ class Sweep:
             self._targets[name] = get_target(name)
         return self._targets[name]
 
-    @staticmethod
-    def _store_path(experiment: Mapping[str, Any]) -> str:
-        return str(experiment.get("runtime.results_db") or
-                   os.path.join(_log_dir(experiment), "results.db"))
+    def _store_path(self, experiment: Mapping[str, Any]) -> str:
+        return self._locations.get(id(experiment)) or _results_location(experiment)
 
     def _all_stores(self) -> list[tuple[str, ResultsStore]]:
         """Every results database of the plan, opened (created) once each."""
@@ -888,6 +897,12 @@ def _last_output_line(log_path: str, tail: int = 4096) -> str | None:
         if text and not text.startswith("__") and not text.startswith("dlbs:"):
             return text[:300]
     return None
+
+
+def _results_location(experiment: Mapping[str, Any]) -> str:
+    """runtime.results_db: an SQLite path (default: the log folder's) or a database URL."""
+    return str(experiment.get("runtime.results_db") or
+               os.path.join(_log_dir(experiment), "results.db"))
 
 
 def _set_tag(experiment: Mapping[str, Any]) -> str | None:
