@@ -11,6 +11,8 @@ browser to fetch anything: no script, no outside style, image or font.
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import os
 import stat
 import urllib.parse
@@ -120,7 +122,9 @@ def create_app(location: str) -> Starlette:
                 attempts, [Filter("runtime.run_tag", _glob_literal(tag))])))
                 for tag in (base, new)]
             comparison = compare_sets(sides[0], sides[1])
-            values.update(text=render_comparison(comparison, "text"),
+            # `dlbs compare --format csv`, shown as a table: the same values, unrounded.
+            table = list(csv.reader(io.StringIO(render_comparison(comparison, "csv"))))
+            values.update(text=True, headers=table[0] if table else [], rows=table[1:],
                           summary=summary_line(comparison))
         return page("compare.html.j2", heading="Compare two runs", **values)
 
