@@ -1,5 +1,7 @@
-"""What only the PostgreSQL store does: foreign and newer databases, credentials, a server
-that goes away mid-run, and many writers at once on both SLURM nodes.
+"""What only the PostgreSQL store does: refusals, credentials, lost servers, many writers.
+
+Foreign and newer databases are refused; credentials are never printed nor stored; a server
+that goes away mid-run fails one recording; writers on both SLURM nodes lose nothing.
 
 The protocol every store offers is tested on both stores in test_results_store.py.
 """
