@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dlbs.results.store import open_store
-from tests.report.cdp import Browser
+from tests.report.cdp import Browser, is_problem
 from tests.report.conftest import REPO, dummy_run
 
 HOSTILE = "<script>alert('x')</script>"
@@ -149,19 +149,8 @@ def test_every_page_renders_in_chromium_and_fetches_nothing_else(
                 assert evaluate("document.querySelectorAll('svg').length") >= 1, path
                 assert evaluate("document.querySelector('svg').getBBox().width") > 100, path
             events = list(browser.events)
-            problems = [event for event in events if _is_problem(event)]
+            problems = [event for event in events if is_problem(event)]
             assert problems == [], path
             requested = [e["params"]["request"]["url"] for e in events
                          if e.get("method") == "Network.requestWillBeSent"]
             assert requested == [url], path
-
-
-def _is_problem(event: dict[str, Any]) -> bool:
-    method, params = event.get("method"), event.get("params", {})
-    if method == "Runtime.exceptionThrown":
-        return True
-    if method == "Runtime.consoleAPICalled":
-        return params.get("type") in ("error", "warning", "assert")
-    if method == "Log.entryAdded":
-        return params.get("entry", {}).get("level") in ("error", "warning")
-    return method == "Network.loadingFailed"
