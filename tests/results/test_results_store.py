@@ -320,3 +320,42 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(store_location: st
                                  status_msg="dlbs was killed")
             first = max(attempts) + 1
     assert len(all_ended) >= 40 + 75 + 130
+
+
+@pytest.mark.postgres
+def test_reports_read_the_same_from_both_stores(tmp_path) -> None:
+    from helpers_results import postgres_store_url
+
+    from dlbs.report import Options, build_report, render
+    from dlbs.results.sources import load_attempts
+
+    items = []
+    for index in range(40):
+        params = dict(PARAMS, **{"exp.model": f"m{index % 4}",
+                                 "exp.replica_batch": 8 << (index % 3),
+                                 "exp.framework": "pytorch", "exp.device_type": "gpu",
+                                 "runtime.run_tag": f"t{index // 20}",
+                                 "note": "x" * (index * 50)})
+        results = {"results.time_data": [10.0 + index % 7, 11.0, 12.5, 9.75],
+                   "results.accuracy": "n/a" if index % 5 == 0 else index / 10,
+                   "results.big": 2**70 + index}
+        items.append(Attempt(f"e{index}", 1 + index // 20, "ok" if index % 9 else "failure",
+                             None if index % 9 else "CUDA out of memory", params, results,
+                             f"e{index}.log", {"gpu_model": "H100", "host": f"h{index % 2}"},
+                             None, f"2026-01-01T10:{index:02d}:00.000+00:00",
+                             f"2026-01-01T10:{index:02d}:30.000+00:00"))
+    sqlite = str(tmp_path / "results.db")
+    with postgres_store_url() as url:
+        texts = []
+        for location in (sqlite, url):
+            with open_store(location) as store:
+                store.record_attempts(items)
+            attempts = load_attempts([location])
+            texts.append([render(build_report(attempts, Options(kind=kind, columns=columns)),
+                                 fmt)
+                          for kind, columns, fmt in (
+                              ("regular", ["time_median", "accuracy", "big"], "json"),
+                              ("weak", None, "csv"), ("regular", None, "text"))])
+            column = attempts.column("results.big")
+            assert sorted(v for v in column.values if v is not None)[0] == 2**70
+    assert texts[0] == texts[1]
