@@ -16,6 +16,7 @@ from typing import Any
 from dlbs.history.check import Verdict
 from dlbs.history.series import History
 from dlbs.report.keys import title
+from dlbs.report.metrics import metric
 from dlbs.report.select import as_text
 from dlbs.util import exact_json
 
@@ -50,7 +51,7 @@ def when(epoch: float) -> str:
 def series_table(history: History) -> tuple[list[str], list[list[str]]]:
     """One row per configuration: its keys, its points, the newest values (text)."""
     headers = [*(title(key) for key in history.keys), "runs", "first", "latest tag",
-               f"{title(history.metric)}, oldest to newest"]
+               f"{metric(history.metric).title}, oldest to newest"]
     rows = []
     for series in history.series:
         values = " ".join(significant(float(v)) for v in series.values[-SHOWN_VALUES:])

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from dlbs.history.series import Series
-from dlbs.report.keys import title
+from dlbs.report.metrics import metric as metric_of
 
 _PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
 
@@ -35,6 +35,6 @@ def history_chart(series: Series, metric: str, window_mean: float | None) -> str
     step = max(1, len(labels) // 12)
     axes.set_xticks(positions[::step], labels[::step], rotation=30, ha="right",
                     fontsize="small")
-    axes.set_ylabel(title(metric))
+    axes.set_ylabel(metric_of(metric).title)
     axes.grid(True, alpha=0.3)
     return inline_svg(figure)
