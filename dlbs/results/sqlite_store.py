@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import urllib.parse
 from typing import Any
 
@@ -38,6 +39,44 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
             return stream.read(16) == _HEADER
     except (OSError, ValueError):
         return False
+
+
+def database_lock_path(database: str | os.PathLike[str]) -> str:
+    """The lock file of a database: `.<name>.dlbs-run.lock` beside its real path."""
+    folder, name = os.path.split(os.path.realpath(os.fspath(database)))
+    return os.path.join(folder, f".{name}{DATABASE_LOCK_SUFFIX}")
+
+
+class DatabaseLock(FileLock):
+    """The run lock of an SQLite database, by its identity rather than by the name given.
+
+    The lock file sits beside the database's real path (every symbolic link, of the file or
+    of a folder above it, resolved), and a database with more than one hard link is refused:
+    two names of one file would be two locks (SQLite, too, keeps a database's journal by
+    name).
+    """
+
+    def __init__(self, database: str | os.PathLike[str]) -> None:
+        path = os.fspath(database)
+        #: The real path of the database this lock protects.
+        self.database = os.path.realpath(path)
+        what = f"results database {path}"
+        if self.database != os.path.abspath(path):
+            what += f" (that is {self.database})"
+        super().__init__(database_lock_path(path), what,
+                         "wait for it to end, or give this run another runtime.results_db")
+
+    def _check_held(self) -> None:
+        try:
+            found = os.stat(self.database)
+        except OSError:
+            return  # not there yet (the run creates it), or the store says why not
+        if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+            raise ResultsError(
+                f"{self.what} has {found.st_nlink - 1} other hard link(s): another name of it "
+                "would let a second dlbs run use it at once",
+                hint="give this run a database of its own (runtime.results_db), or remove "
+                     "the other links")
 
 
 def _connect_read_only(path: str) -> sqlite3.Connection:
@@ -129,15 +168,12 @@ class SqliteStore(StoreWrites, StoreReads):
         return f"instr({column}, ?) > 0"
 
     def lock(self, host: str, folder: str) -> FileLock:
-        """The database's own lock: a file beside it, for one `dlbs run` at a time.
+        """The database's own lock (DatabaseLock), for one `dlbs run` at a time.
 
         A run closes the open attempts it finds, so two runs with different log folders on
         one SQLite database would close each other's live attempts.
         """
-        folder_of_db, name = os.path.split(os.path.abspath(self.path))
-        return FileLock(os.path.join(folder_of_db, f".{name}{DATABASE_LOCK_SUFFIX}"),
-                        f"results database {self.path}",
-                        "wait for it to end, or give this run another runtime.results_db")
+        return DatabaseLock(self.path)
 
     # -- opening, versions ----------------------------------------------------------------
 

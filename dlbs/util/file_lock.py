@@ -66,11 +66,19 @@ class FileLock:
                 hint="the log folder must be on a file system that supports flock",
             ) from error
         try:
+            self._check_held()
+        except ResultsError:
+            os.close(fd)
+            raise
+        try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError:
             pass  # the pid is only for messages: a full disk does not make the lock weaker
         self._fd = fd
+
+    def _check_held(self) -> None:
+        """What must hold once the lock is taken (a subclass's rule); raise to refuse it."""
 
     def release(self) -> None:
         """Give the lock back (closing the descriptor releases the flock)."""
