@@ -12,7 +12,8 @@
    both (it exits 1: a few configurations are planted 20% slower in the newest run).
 3. serve: `dlbs serve` on the PostgreSQL report store; the first report page (which reads
    the store), then the report page again (the store unchanged: cached columns), each
-   request timed from the client.
+   request timed from the client (a weak report of 100,000 experiments has 25,000 rows:
+   the page shows the first 1,000, the whole table is its CSV link).
 Prints best wall time and CPU time (user + system of the subprocess) per command.
 """
 
@@ -110,8 +111,17 @@ def show(name: str, wall: float, cpu: float, repeat: int) -> None:
           f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
-def serve_timings(url: str, repeat: int) -> list[float]:
-    """Seconds of the first report page and of `repeat` more, from a client."""
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_timings(url: str, repeat: int) -> list[tuple[float, float]]:
+    """The first report page and `repeat` more: (wall seconds, the server's CPU seconds).
+
+    Wall time is a client's; CPU time the server process's (/proc).
+    """
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -130,6 +140,7 @@ def serve_timings(url: str, repeat: int) -> list[float]:
                 time.sleep(0.2)
         found = []
         for _ in range(repeat + 1):
+            cpu = _cpu_seconds(server.pid)
             began = time.perf_counter()
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
             connection.request("GET", "/report?type=weak")
@@ -138,7 +149,7 @@ def serve_timings(url: str, repeat: int) -> list[float]:
             connection.close()
             if response.status != 200 or b"<table" not in body:
                 raise SystemExit(f"report page: HTTP {response.status}")
-            found.append(time.perf_counter() - began)
+            found.append((time.perf_counter() - began, _cpu_seconds(server.pid) - cpu))
         return found
     finally:
         server.terminate()
@@ -155,7 +166,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--folder", default="/tmp/dlbs-store-speed")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parts", default="report,history,serve",
+                        help="which measurements (comma-separated)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     if not args.url:
         raise SystemExit("--url (or DLBS_TEST_POSTGRES_URL): run .ci/services/postgres.sh")
     folder = Path(args.folder)
@@ -172,6 +186,8 @@ def main() -> None:
         subprocess.run([*DLBS, "results", "copy", str(base), report_url], check=True, cwd=REPO)
         print(f"copied {base} into PostgreSQL in {time.perf_counter() - began:.0f} s", flush=True)
     for name, location in (("SQLite", str(base)), ("PostgreSQL", report_url)):
+        if "report" not in parts:
+            break
         wall, cpu = timed([*DLBS, "report", location, "--type", "weak", "-o",
                            str(folder / "weak.txt")], args.repeat)
         show(f"report --type weak, {args.experiments} experiments, {name}", wall, cpu,
@@ -187,7 +203,7 @@ def main() -> None:
     wanted = args.configs * args.runs
     attempts = None
     for location in (str(history_db), history_url):
-        if count(location) != wanted:
+        if "history" in parts and count(location) != wanted:
             attempts = attempts or history_attempts(args.configs, args.runs)
             began = time.perf_counter()
             if not location.startswith("postgresql"):
@@ -197,18 +213,26 @@ def main() -> None:
             print(f"built the history store ({wanted} attempts) in "
                   f"{time.perf_counter() - began:.0f} s", flush=True)
     for name, location in (("SQLite", str(history_db)), ("PostgreSQL", history_url)):
+        if "history" not in parts:
+            break
         wall, cpu = timed([*DLBS, "history", location, "--check", "-o",
                            str(folder / "history.txt")], args.repeat, ok=(1,))
         show(f"history --check, {args.configs} configs x {args.runs} runs, {name}", wall,
              cpu, args.repeat)
-    print((folder / "history.txt").read_text().count("regression"),
-          "regression(s) flagged (planted: every 100th configuration)", flush=True)
+        print((folder / "history.txt").read_text().count("regression"),
+              "regression(s) flagged (planted: every 100th configuration)", flush=True)
 
     # 3. serve
+    if "serve" not in parts:
+        return
     seconds = serve_timings(report_url, args.repeat)
+    later = seconds[1:]
     print(f"serve /report?type=weak over {args.experiments} experiments (PostgreSQL): first "
-          f"page {seconds[0]:.2f} s (reads the store), then {min(seconds[1:]):.2f} s best / "
-          f"{max(seconds[1:]):.2f} s worst of {args.repeat}", flush=True)
+          f"page {seconds[0][0]:.2f} s wall, {seconds[0][1]:.2f} s server CPU (reads the "
+          f"store); then wall {min(w for w, _ in later):.2f} s best / "
+          f"{max(w for w, _ in later):.2f} s worst, server CPU "
+          f"{min(c for _, c in later):.2f} s best of {args.repeat}; load "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from starlette.routing import Route
 from dlbs.errors import DlbsError
 from dlbs.history import build_history, check
 from dlbs.history import render as history_render
-from dlbs.report import REPORT_TYPES, Options, build_report
+from dlbs.report import REPORT_TYPES, Options, build_report, render
+from dlbs.report.render import TITLES, header_lines, layout
 from dlbs.report.select import Filter, as_text, matching
 from dlbs.results.columns import Record
 from dlbs.web import charts
@@ -43,6 +44,8 @@ SECURITY_HEADERS = {
 }
 # Rows of the experiments page, and bytes of a log shown (its end).
 MAX_ROWS = 500
+# A report of more rows shows its first rows (and the whole table as CSV).
+PAGE_ROWS = 1000
 LOG_TAIL_BYTES = 256 * 1024
 _SHOWN_COLUMNS = ("exp.model", "exp.replica_batch", "exp.num_gpus", "exp.dtype",
                   "results.status", "results.time_median", "results.throughput")
@@ -94,18 +97,35 @@ def create_app(location: str) -> Starlette:
         if kind not in REPORT_TYPES:
             raise DlbsError(f"unknown report type {kind!r}; expected one of "
                             f"{', '.join(REPORT_TYPES)}")
+        fmt = query.get("format") or "html"
+        if fmt not in ("html", "csv"):
+            raise DlbsError(f"unknown format {fmt!r}; expected html or csv")
         filters = [Filter.parse(text) for text in query.getlist("filter") if text]
         options = Options(kind=kind, by=_split(query.get("by")), filters=filters,
                           columns=_split(query.get("columns")),
                           latest=query.get("latest") in ("1", "on", "true"),
                           rows=_split(query.get("rows")), cols=query.get("cols") or None,
                           value=query.get("value") or None)
-        html = render_html(build_report(data.attempts(), options))
-        header = templates.from_string(_REPORT_FORM).render(
-            store=data.name, types=REPORT_TYPES, kind=kind, by=query.get("by") or "",
-            filters=[f"{item.key}={item.pattern}" for item in filters] or [""],
-            columns=query.get("columns") or "", latest=options.latest)
-        return HTMLResponse(html.replace("<body>", "<body>\n" + header, 1),
+        report = build_report(data.attempts(), options)
+        if fmt == "csv":   # the whole table, as `dlbs report --format csv` writes it
+            return Response(render(report, "csv"), media_type="text/csv", headers={
+                **SECURITY_HEADERS, "Content-Disposition": 'attachment; filename="report.csv"'})
+        form = dict(types=REPORT_TYPES, kind=kind, by=query.get("by") or "",
+                    filters=[f"{item.key}={item.pattern}" for item in filters] or [""],
+                    columns=query.get("columns") or "", latest=options.latest)
+        rows = report.table_cells.rows if report.table_cells is not None else 0
+        if rows > PAGE_ROWS:
+            # dlbs report's page of every row would be megabytes: the first rows, and the
+            # whole table as CSV (the same engine, the same values).
+            grids = [(grid.title, grid.headers, grid.numeric, grid.rows[:PAGE_ROWS])
+                     for grid in layout(report)]
+            return page("report_rows.html.j2", heading=TITLES[report.kind], form=form,
+                        lines=header_lines(report), grids=grids, rows=rows, shown=PAGE_ROWS,
+                        notes=report.footnotes(),
+                        csv_query=urllib.parse.urlencode([*query.multi_items(),
+                                                          ("format", "csv")]))
+        header = templates.get_template("report_nav.html.j2").render(store=data.name, form=form)
+        return HTMLResponse(render_html(report).replace("<body>", "<body>\n" + header, 1),
                             headers=SECURITY_HEADERS)
 
     def compare(request: Request) -> Response:
@@ -186,21 +206,6 @@ def create_app(location: str) -> Starlette:
         data.close()
 
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-_REPORT_FORM = """<nav class="site" style="font-family: system-ui, sans-serif; border-bottom:
-1px solid #d0d7de; padding-bottom: 0.5em;"><strong>dlbs serve</strong> · {{ store }} ·
-<a href="/">Runs</a> <a href="/report">Report</a> <a href="/compare">Compare runs</a>
-<a href="/history">History</a>
-<form method="get" action="/report">
-<label>--type <select name="type">{% for item in types %}<option{% if item == kind %}
-selected{% endif %}>{{ item }}</option>{% endfor %}</select></label>
-<label>--by <input name="by" value="{{ by }}" size="24"></label>
-{% for item in filters %}<label>--filter <input name="filter" value="{{ item }}"
-size="24"></label>{% endfor %}
-<label>--columns <input name="columns" value="{{ columns }}" size="24"></label>
-<label><input type="checkbox" name="latest" value="1"{% if latest %} checked{% endif %}>
---latest</label> <button type="submit">report</button></form></nav>"""
 
 
 def _split(text: str | None) -> list[str] | None:

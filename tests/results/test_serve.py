@@ -154,3 +154,43 @@ def test_every_page_renders_in_chromium_and_fetches_nothing_else(
             requested = [e["params"]["request"]["url"] for e in events
                          if e.get("method") == "Network.requestWillBeSent"]
             assert requested == [url], path
+
+
+def test_a_report_of_many_rows_shows_its_first_and_gives_all_as_csv(tmp_path: Path) -> None:
+    import threading
+
+    import uvicorn
+
+    from dlbs.results.store import Attempt
+    from dlbs.web import create_app
+    from dlbs.web.app import PAGE_ROWS
+
+    database = tmp_path / "many.db"
+    items = [Attempt(f"e{i}", 1, "ok", None, {"exp.model": "resnet50", "trial": i,
+                                              "exp.framework": "pytorch"},
+                     {"results.time_data": [1.0, 2.0, 3.0]}, None, {}, None,
+                     "2026-01-01T10:00:00.000+00:00", "2026-01-01T10:01:00.000+00:00")
+             for i in range(PAGE_ROWS + 5)]
+    with open_store(database) as store:
+        store.record_attempts(items)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(str(database)), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status, _, page = _get(base, "/report?filter=exp.model%3Dresnet*")
+        assert status == 200 and f"{PAGE_ROWS + 5} rows: the first {PAGE_ROWS}" in page
+        assert page.count("<tr>") == PAGE_ROWS + 1
+        status, headers, csv_text = _get(base, "/report?filter=exp.model%3Dresnet*&format=csv")
+        assert status == 200 and headers["content-type"].startswith("text/csv")
+        assert len(csv_text.strip().splitlines()) == PAGE_ROWS + 5 + 1
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
