@@ -148,9 +148,17 @@ def test_a_server_lost_mid_run_fails_the_recording_and_keeps_the_log(tmp_path: P
         run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         try:
+            # Once the first attempt's start is recorded, its backend runs for seconds.
             deadline = time.monotonic() + 60
-            while not list(logs.glob("*.log")) and time.monotonic() < deadline:
-                time.sleep(0.2)
+            with psycopg.connect(url, autocommit=True) as watcher:
+                while time.monotonic() < deadline:
+                    started = watcher.execute(
+                        "SELECT count(*) FROM pg_tables WHERE tablename = 'attempts' AND "
+                        "schemaname = current_schema()").fetchone()[0] and watcher.execute(
+                        "SELECT count(*) FROM attempts").fetchone()[0]
+                    if started:
+                        break
+                    time.sleep(0.1)
             with psycopg.connect(postgres_url(), autocommit=True) as conn:
                 killed = conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
