@@ -44,11 +44,13 @@ DLBS = [sys.executable, "-m", "dlbs.cli.main"]
 SLOWER = 1.2
 
 
-def schema_url(url: str, schema: str) -> str:
-    """`url` with its tables in `schema` (created when missing)."""
+def schema_url(url: str, schema: str, fresh: bool = False) -> str:
+    """`url` with its tables in `schema` (created when missing; emptied when `fresh`)."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
+        if fresh:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
 
@@ -84,25 +86,6 @@ def history_attempts(configs: int, runs: int) -> list[Attempt]:
                                  ended.isoformat(), run_tag=tag, run_host="ci",
                                  run_folder="/ci/logs"))
     return found
-
-
-def timed(command: list[str], repeat: int, ok: tuple[int, ...] = (0,)) -> tuple[float, float]:
-    """Best wall and best CPU seconds of `repeat` runs of `command`."""
-    import resource
-
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        began = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
-        wall = time.perf_counter() - began
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode not in ok:
-            raise SystemExit(f"{command[3:5]}: exit {done.returncode}\n{done.stderr}")
-        best_wall = min(best_wall, wall)
-        best_cpu = min(best_cpu, (after.ru_utime - before.ru_utime) +
-                       (after.ru_stime - before.ru_stime))
-    return best_wall, best_cpu
 
 
 def show(name: str, wall: float, cpu: float, repeat: int) -> None:
@@ -174,26 +157,28 @@ def main() -> None:
         raise SystemExit("--url (or DLBS_TEST_POSTGRES_URL): run .ci/services/postgres.sh")
     folder = Path(args.folder)
     folder.mkdir(parents=True, exist_ok=True)
+    os.chdir(REPO)
     print(f"{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
     # 1. report
     base = folder / "base.db"
-    report_speed.build(base, report_speed.experiments(args.experiments), 100, 1, set())
     report_url = schema_url(args.url, "bench_report")
-    if count(report_url) != count(str(base)):
+    if parts & {"report", "serve"}:
+        report_speed.build(base, report_speed.experiments(args.experiments), 100, 1, set())
+    if parts & {"report", "serve"} and count(report_url) != count(str(base)):
         began = time.perf_counter()
         subprocess.run([*DLBS, "results", "copy", str(base), report_url], check=True, cwd=REPO)
         print(f"copied {base} into PostgreSQL in {time.perf_counter() - began:.0f} s", flush=True)
     for name, location in (("SQLite", str(base)), ("PostgreSQL", report_url)):
         if "report" not in parts:
             break
-        wall, cpu = timed([*DLBS, "report", location, "--type", "weak", "-o",
-                           str(folder / "weak.txt")], args.repeat)
+        wall, _, cpu = report_speed.timed([*DLBS, "report", location, "--type", "weak", "-o",
+                                           str(folder / "weak.txt")], args.repeat)
         show(f"report --type weak, {args.experiments} experiments, {name}", wall, cpu,
              args.repeat)
-        wall, cpu = timed([*DLBS, "report", location, "--format", "csv", "-o",
-                           str(folder / "regular.csv")], args.repeat)
+        wall, _, cpu = report_speed.timed([*DLBS, "report", location, "--format", "csv",
+                                           "-o", str(folder / "regular.csv")], args.repeat)
         show(f"report --format csv, {args.experiments} experiments, {name}", wall, cpu,
              args.repeat)
 
@@ -206,7 +191,9 @@ def main() -> None:
         if "history" in parts and count(location) != wanted:
             attempts = attempts or history_attempts(args.configs, args.runs)
             began = time.perf_counter()
-            if not location.startswith("postgresql"):
+            if location.startswith("postgresql"):
+                schema_url(args.url, "bench_history", fresh=True)
+            else:
                 history_db.unlink(missing_ok=True)
             with open_store(location) as store:
                 store.record_attempts(attempts)
@@ -215,8 +202,8 @@ def main() -> None:
     for name, location in (("SQLite", str(history_db)), ("PostgreSQL", history_url)):
         if "history" not in parts:
             break
-        wall, cpu = timed([*DLBS, "history", location, "--check", "-o",
-                           str(folder / "history.txt")], args.repeat, ok=(1,))
+        wall, _, cpu = report_speed.timed([*DLBS, "history", location, "--check", "-o",
+                                           str(folder / "history.txt")], args.repeat, ok=(1,))
         show(f"history --check, {args.configs} configs x {args.runs} runs, {name}", wall,
              cpu, args.repeat)
         print((folder / "history.txt").read_text().count("regression"),
