@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-REPORT_TYPES = ("regular", "weak", "strong", "pivot", "latency", "accuracy")
 FORMATS = ("text", "markdown", "csv", "json", "html")
 
 
@@ -21,17 +21,16 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `dlbs report` (the choices are spelled here to keep imports light)."""
+    """Options of `dlbs report` (its types from the kinds' table: dlbs/report/kinds)."""
+    from dlbs.report.kinds import KINDS
+
     parser.add_argument(
         "inputs", nargs="*", default=["."], metavar="LOGS_OR_DB",
         help="log files, folders (searched recursively for *.log), results databases or "
              "`dlbs parse` JSON files (default: the current folder)",
     )
-    parser.add_argument("--type", dest="report_type", choices=REPORT_TYPES, default="regular",
-                        help="regular: one row per experiment; weak: same replica batch "
-                             "across GPU counts; strong: same effective batch across GPU "
-                             "counts; pivot: --value by --rows and --cols; latency, "
-                             "accuracy: the evaluation scenarios (docs/evaluation.md)")
+    parser.add_argument("--type", dest="report_type", choices=tuple(KINDS), default="regular",
+                        help="; ".join(f"{name}: {text}" for name, (_, text) in KINDS.items()))
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
                         help="output format (default: text); html: one self-contained page")
     parser.add_argument("-o", "--output", metavar="FILE",
@@ -52,6 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cols", metavar="KEY", help="pivot: the key whose values are columns")
     parser.add_argument("--value", metavar="results.X", help="pivot: the value in the cells")
     add_input_arguments(parser)
+
+
+def __getattr__(name: str) -> Any:
+    # REPORT_TYPES: the kinds' names, read when asked (importing dlbs.report imports numpy,
+    # which `import dlbs.cli.report` must not).
+    if name == "REPORT_TYPES":
+        from dlbs.report.kinds import NAMES
+
+        return NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def split_list(text: str | None) -> list[str] | None:

@@ -40,6 +40,8 @@ from dlbs.report.select import as_text
 
 # The batch time a speed-up divides: the statistics engine's median of the timed batches.
 SPEEDUP_TIME = "results.time_median"
+# A regular report's values with --baseline: the batch time its speedup divides, first.
+METRICS = (SPEEDUP_TIME, "results.throughput", "speedup")
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from dlbs import __version__
 from dlbs.report.identity import ENV_PREFIX, column_of
 from dlbs.report.keys import partition, title
 from dlbs.report.metrics import MONITOR_COLUMNS, Metric, metric
-from dlbs.report.render import TITLES, header_lines, key_text, layout, number
+from dlbs.report.render import header_lines, key_text, layout, number
 from dlbs.report.select import Experiment, as_text
-from dlbs.report.tables import SCALING, Report
+from dlbs.report.tables import Report
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
@@ -50,7 +50,7 @@ def render_html(report: Report) -> str:
     monitor = _monitor_table(report)
     headers, environments = _environments(report)
     return template.render(
-        heading=lines[0] if report.kind == "pivot" else TITLES[report.kind],
+        heading=report.heading,
         version=__version__,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         counted=report.counted,
@@ -65,45 +65,13 @@ def render_html(report: Report) -> str:
 
 
 def _charts(report: Report) -> list[tuple[str, str]]:
-    """(inline SVG, caption) of each chart the report has."""
+    """(inline SVG, caption) of each chart the report has (its kind's: plot.REPORT_CHARTS)."""
     if report.table_cells is None or report.table_cells.rows > MAX_CHART_ROWS:
         return []
     from dlbs.report import plot
 
-    if report.kind in SCALING:
-        figure = plot.scaling_figure(report)
-        caption = ("Throughput (dashed: ideal linear scaling from one GPU) and efficiency "
-                   "against the GPU count; error bars: one batch-time standard deviation.")
-    elif report.kind == "pivot":
-        figure = plot.pivot_figure(report, plot.Chart())
-        caption = f"{report.metrics[0].title} by {report.column_title}."
-    else:
-        figure = _bars(report)
-        caption = f"{report.metrics[0].title} of each row."
+    figure, caption = plot.report_chart(report)
     return [(_svg(figure, 0), caption)]
-
-
-def _bars(report: Report) -> Any:
-    """A regular report's first value, one horizontal bar per row."""
-    from matplotlib.figure import Figure
-
-    item = report.metrics[0]
-    rows = report.rows()
-    labels = [", ".join(key_text(v) for v in shown) for shown, _ in rows]
-    values = [next(iter(cells.values())).values.get(item.key) for _, cells in rows]
-    spreads = [next(iter(cells.values())).spread_pct for _, cells in rows]
-    numbers = [v if isinstance(v, float) else 0.0 for v in values]
-    errors = [v * s / 100.0 if s is not None and item.key in ("results.time",
-                                                                "results.throughput") else 0.0
-              for v, s in zip(numbers, spreads)]
-    figure = Figure(figsize=(7.0, 0.9 + 0.3 * len(rows)), layout="constrained")
-    axes = figure.subplots()
-    positions = list(range(len(rows)))[::-1]
-    axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
-    axes.set_yticks(positions, labels, fontsize="small")
-    axes.set_xlabel(item.title)
-    axes.grid(True, axis="x", alpha=0.3)
-    return figure
 
 
 def _svg(figure: Any, index: int) -> str:

@@ -26,7 +26,7 @@ from dlbs.report.keys import title
 from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
 from dlbs.report.render import key_text
 from dlbs.report.select import Filter
-from dlbs.report.tables import SCALING, Options, Report, build_report
+from dlbs.report.tables import Options, Report, build_report
 from dlbs.results.columns import Attempts, Record
 from dlbs.results.usage import PREFIX as USE_PREFIX
 
@@ -71,15 +71,17 @@ def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
         if request.preset not in PRESETS:
             raise ResultsError(f"unknown preset {request.preset!r}; expected one of "
                                f"{', '.join(PRESETS)}")
-        if request.preset in SCALING:
-            report = build_report(records, Options(kind=request.preset, filters=request.filters,
-                                                   latest=request.latest))
-            return scaling_figure(report, request.title)
+        if request.preset == "monitor":
+            if isinstance(records, Attempts):
+                raise TypeError("the monitor preset reads whole records (Detail()), not "
+                                "columns")
+            return monitor_figure(records, request)
         if request.preset == "latency":
             return latency_figure(records, request)
-        if isinstance(records, Attempts):
-            raise TypeError("the monitor preset reads whole records (Detail()), not columns")
-        return monitor_figure(records, request)
+        # weak, strong: the report of that kind, drawn
+        report = build_report(records, Options(kind=request.preset, filters=request.filters,
+                                               latest=request.latest))
+        return scaling_figure(report, request.title)
     if not request.x or not request.y:
         raise ResultsError("a chart needs --x KEY and --y results.X, or a --preset",
                            hint=f"presets: {', '.join(PRESETS)}")
@@ -123,6 +125,12 @@ def _error(report: Report, key: str, cell_value: float | None, spread: float | N
     return cell_value * spread / 100.0
 
 
+def report_chart(report: Report) -> tuple[Figure, str]:
+    """The chart of a report's kind (ReportKind.chart), and its caption."""
+    draw, caption = REPORT_CHARTS[report.report_kind.chart]
+    return draw(report), caption(report)
+
+
 def scaling_figure(report: Report, heading: str | None = None) -> Figure:
     """Throughput and efficiency against the GPU count, one line per row, ideal dashed."""
     if not report.cells:
@@ -144,8 +152,7 @@ def scaling_figure(report: Report, heading: str | None = None) -> Figure:
         efficiency = [cells[s].values.get(EFFICIENCY) for s in points]
         lower.plot(points, _floats(efficiency), marker="o", color=line[0].get_color())
     upper.set_ylabel(metric(THROUGHPUT).title)
-    upper.set_title(heading or ("Weak scaling (same replica batch)" if report.kind == "weak"
-                                else "Strong scaling (same effective batch)"))
+    upper.set_title(heading or report.report_kind.title)
     upper.legend(fontsize="small", title="dashed: ideal (linear)", title_fontsize="small")
     lower.axhline(100.0, color="grey", linestyle="--", linewidth=1)
     lower.set_ylabel("efficiency (%)")
@@ -156,7 +163,7 @@ def scaling_figure(report: Report, heading: str | None = None) -> Figure:
     return figure
 
 
-def pivot_figure(report: Report, request: Chart) -> Figure:
+def pivot_figure(report: Report, request: Chart | None = None) -> Figure:
     """`y` against `x`, one series per row of the pivot report."""
     if not report.cells:
         raise ResultsError("nothing to plot: no ok experiment has the value",
@@ -173,10 +180,11 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
         errors = [_error(report, item.key, v, cells[c].spread_pct)
                   for c, v in zip(points, values)]
         label = _label(report, shown)
-        if request.kind == "bar" or not numeric:
+        bars = request is not None and request.kind == "bar"
+        if bars or not numeric:
             positions = [columns.index(c) + (index - (len(rows) - 1) / 2) * width
                          for c in points]
-            if request.kind == "bar":
+            if bars:
                 axes.bar(positions, _floats(values), width=width, yerr=errors, capsize=3,
                          label=label)
             else:
@@ -188,7 +196,8 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
                           label=label)
     axes.set_xlabel(_axis_label(report.column_title))
     axes.set_ylabel(item.title)
-    axes.set_title(request.title or f"{item.title} by {report.column_title}")
+    axes.set_title(request is not None and request.title or
+                   f"{item.title} by {report.column_title}")
     if report.row_keys:
         axes.legend(fontsize="small", title=", ".join(title(k) for k in report.row_keys),
                     title_fontsize="small")
@@ -220,6 +229,36 @@ def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figu
     axes.legend(fontsize="small", title="percentile", title_fontsize="small")
     axes.grid(True, alpha=0.3)
     return figure
+
+
+def bars_figure(report: Report) -> Figure:
+    """A report's first value, one horizontal bar per row."""
+    item = report.metrics[0]
+    rows = report.rows()
+    labels = [", ".join(key_text(v) for v in shown) for shown, _ in rows]
+    values = [next(iter(cells.values())).values.get(item.key) for _, cells in rows]
+    spreads = [next(iter(cells.values())).spread_pct for _, cells in rows]
+    numbers = [v if isinstance(v, float) else 0.0 for v in values]
+    errors = [_error(report, item.key, v, s) for v, s in zip(numbers, spreads)]
+    figure, (axes,) = _figure()
+    figure.set_size_inches(7.0, 0.9 + 0.3 * len(rows))
+    positions = list(range(len(rows)))[::-1]
+    axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
+    axes.set_yticks(positions, labels, fontsize="small")
+    axes.set_xlabel(item.title)
+    axes.grid(True, axis="x", alpha=0.3)
+    return figure
+
+
+# A report kind's chart (ReportKind.chart): how it is drawn, and its caption.
+REPORT_CHARTS = {
+    "scaling": (scaling_figure, lambda report: (
+        "Throughput (dashed: ideal linear scaling from one GPU) and efficiency against the "
+        "GPU count; error bars: one batch-time standard deviation.")),
+    "pivot": (pivot_figure, lambda report: (
+        f"{report.metrics[0].title} by {report.column_title}.")),
+    "bars": (bars_figure, lambda report: f"{report.metrics[0].title} of each row."),
+}
 
 
 def monitor_figure(records: Sequence[Record], request: Chart) -> Figure:

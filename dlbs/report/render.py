@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from dlbs.errors import ResultsError
-from dlbs.report import evaluation
 from dlbs.report.keys import NUMERIC, title
-from dlbs.report.metrics import CellValues
+from dlbs.report.metrics import SCALING_ONLY, CellValues
+from dlbs.report.scaling import SCALE
 from dlbs.report.select import as_text
-from dlbs.report.tables import SCALE, Cells, Report, TablePart, rounded_value
+from dlbs.report.tables import Cells, Report, TablePart, rounded_value
 from dlbs.results.output import csv_cell, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -34,10 +34,6 @@ _CSV_SPECIAL = (",", '"', "\r", "\n")
 _TWO_DECIMALS = "%.2f".__mod__
 # Below this, "%.2f" without trailing zeros is the repr of the rounded float.
 _PLAIN_LIMIT = 1e12
-
-TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
-          "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table",
-          **evaluation.TITLES}
 
 
 def render(report: Report, fmt: str) -> str:
@@ -114,9 +110,7 @@ def key_text(value: Any) -> str:
 
 def header_lines(report: Report) -> list[str]:
     """The report's title and the constant keys."""
-    lines = [TITLES[report.kind]]
-    if report.kind == "pivot" and report.metrics:
-        lines[0] += f": {report.metrics[0].title} by {report.column_title}"
+    lines = [report.heading]
     if report.constants:
         lines.append("All rows: " + ", ".join(f"{title(key)} {key_text(value)}"
                                               for key, value in report.constants) + ".")
@@ -171,7 +165,7 @@ def _axis_title(report: Report) -> str:
 
 def _samples(cells: Cells, key: str) -> np.ndarray | None:
     # Speedup and efficiency compare cells; they are not averages of attempts.
-    return None if key in ("speedup", "efficiency") else cells.samples
+    return None if key in SCALING_ONLY else cells.samples
 
 
 # -- text ------------------------------------------------------------------------------

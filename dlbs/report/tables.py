@@ -26,30 +26,28 @@ import numpy as np
 
 from dlbs.errors import ResultsError
 from dlbs.report import baseline as baseline_module
-from dlbs.report import evaluation
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import (
     DEVICE_MODEL,
     KeyRules,
     column_of,
-    has_value_of,
     key_rules,
     numbers_of,
-    per_code,
 )
 from dlbs.report.keys import EXP_ID, display_order, field_name, title
+from dlbs.report.kinds import NAMES, report_kind
+from dlbs.report.kinds.base import ReportKind
 from dlbs.report.metrics import (
-    EFFICIENCY,
+    SCALING_ONLY,
     SPEEDUP,
-    THROUGHPUT,
     TIME,
     CellValues,
     Metric,
     combine_cells,
     metric,
-    resolve,
 )
-from dlbs.report.scaling import count, scale_label, scales, scaling_values
+from dlbs.report.options import Options
+from dlbs.report.scaling import SCALE, scales
 from dlbs.report.select import (
     Experiment,
     Filter,
@@ -62,45 +60,11 @@ from dlbs.report.select import (
 from dlbs.results.columns import Attempts, Record
 from dlbs.results.stats import WARNINGS_KEY
 
-REPORT_TYPES = ("regular", "weak", "strong", "pivot", *evaluation.TYPES)
-SCALING = ("weak", "strong")
-# The column axis of scaling reports: GPUs, or replicas (nodes) on CPU.
-SCALE = "scale"
-# Always row keys of each type (when --by does not say otherwise), even when constant.
-LEAD_KEYS: dict[str, tuple[str, ...]] = {
-    "regular": ("exp.model", "exp.replica_batch", "exp.effective_batch"),
-    "weak": ("exp.model", "exp.replica_batch"),
-    "strong": ("exp.model", "exp.effective_batch"),
-    "pivot": (),
-    **evaluation.LEAD_KEYS,
-}
-DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
-    "regular": (TIME, THROUGHPUT),
-    "weak": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
-    "strong": (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY),
-    **evaluation.DEFAULT_METRICS,
-}
-# A regular report with --baseline: the batch time its speedup divides, first.
-BASELINE_METRICS = (baseline_module.SPEEDUP_TIME, THROUGHPUT, SPEEDUP)
+__all__ = ["REPORT_TYPES", "SCALE", "Cells", "Options", "Report", "build_report"]
+
+REPORT_TYPES = NAMES
 # Constant keys worth a mention above the tables besides the usual ones and a user's own.
 _SHOWN_CONSTANTS = (*keys_module.LEADING, *keys_module.SIZES)
-
-
-@dataclass
-class Options:
-    """What `dlbs report` was asked for."""
-
-    kind: str = "regular"
-    by: Sequence[str] | None = None
-    filters: Sequence[Filter] = ()
-    columns: Sequence[str] | None = None
-    latest: bool = False
-    # regular only: the baseline rows (--baseline KEY=GLOB), for the speedup column
-    baseline: Sequence[Filter] = ()
-    # pivot only
-    rows: Sequence[str] | None = None
-    cols: str | None = None
-    value: str | None = None
 
 
 @dataclass
@@ -207,7 +171,7 @@ class Report:
     constants: list[tuple[str, Any]] = field(default_factory=list)
     not_counted: Counter[str] = field(default_factory=Counter)
     incomplete: int = 0
-    # Latency and accuracy reports: attempts of the other scenarios (evaluation.py).
+    # Attempts of the scenarios that the kind does not show (ReportKind.in_scope).
     other_scenarios: int = 0
     latest_not_ok: int = 0
     duplicates: int = 0
@@ -221,6 +185,16 @@ class Report:
     scale_label: str = "GPUs"
     table_cells: Cells | None = field(default=None, repr=False)
     selection: Selection | None = field(default=None, repr=False)
+
+    @property
+    def report_kind(self) -> ReportKind:
+        """What the report's kind decides (kinds/)."""
+        return report_kind(self.kind)
+
+    @property
+    def heading(self) -> str:
+        """The report's first line: its title (a pivot's names its value and columns)."""
+        return self.report_kind.heading(self.metrics, self.column_title)
 
     @property
     def counted(self) -> int:
@@ -395,24 +369,20 @@ def build_report(source: Attempts | Sequence[Record],
     """Compute the report `options` ask for from attempts (columns, or records)."""
     if isinstance(options, str):
         options = Options(kind=options)
-    kind = options.kind
-    if kind not in REPORT_TYPES:
-        raise ResultsError(
-            f"unknown report type {kind!r}; expected one of {', '.join(REPORT_TYPES)}")
+    kind = report_kind(options.kind)
     attempts = source if isinstance(source, Attempts) else Attempts.of_records(source)
     rules = key_rules()
-    other_scenarios = 0
-    if kind in evaluation.TYPES:
-        kept, other_scenarios = evaluation.in_scope(kind, attempts)
+    kept, other_scenarios = kind.in_scope(attempts)
+    if kept is not None:
         attempts = attempts.take(kept)
     selection = select(attempts, rules, options.filters, options.latest)
     attempts = selection.attempts
-    report = Report(kind=kind, not_counted=selection.not_counted,
+    report = Report(kind=kind.name, not_counted=selection.not_counted,
                     latest_not_ok=selection.latest_not_ok, duplicates=selection.duplicates,
                     other_scenarios=other_scenarios, selection=selection,
                     baseline=[f"{item.key}={item.pattern}" for item in options.baseline])
-    report.metrics = _metrics(options, attempts, selection.members)
-    usable = _usable(kind, selection, report.metrics)
+    report.metrics = kind.metrics(options, attempts, selection.members)
+    usable = kind.usable(selection, report.metrics)
     report.incomplete = int(np.count_nonzero(~usable))
     selection = selection.take(usable)
     count = len(selection.measured)
@@ -422,18 +392,16 @@ def build_report(source: Attempts | Sequence[Record],
     values_of, shown_values = _values(attempts, representatives)
     identity = keys_module.identity_keys(attempts, representatives, rules)
     varying = keys_module.varying_keys(values_of, identity, attempts)
-    column_key = _column_key(options, attempts, representatives)
+    column_key = kind.column_key(options, attempts, representatives)
     report.column_key = column_key
     axis = [column_key] if column_key else []
     candidates = [key for key in varying if key != column_key]
-    if options.by is not None or kind == "pivot":
-        wanted = list((options.rows if kind == "pivot" else options.by) or [])
+    wanted = kind.asked_row_keys(options)
+    if wanted is not None:
         row_keys = [resolve_key(key, attempts, representatives) for key in wanted]
         _check_given_keys(count, axis, row_keys, wanted, candidates, rules, values_of)
     else:
-        lead = [key for key in LEAD_KEYS[kind] if values_of(key).any()]
-        if kind == "regular" and "exp.num_gpus" in varying:
-            lead.append("exp.num_gpus")   # the GPU count reads better than the batch it makes
+        lead = kind.leading(varying, values_of)
         ordered = keys_module.preference(candidates, rules)
         row_keys = display_order(
             keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):])
@@ -443,13 +411,10 @@ def build_report(source: Attempts | Sequence[Record],
     report.row_keys = row_keys
     constant = [key for key in identity if key not in varying and key not in row_keys]
     report.constants = _constants(constant, rules, values_of, shown_values)
-    report.table_cells = _cells(report, selection, values_of, shown_values)
+    report.table_cells = _cells(report, kind, selection, values_of, shown_values)
     if options.baseline:
         _baseline_speedups(report, options.baseline, rules, values_of)
-    if kind in SCALING:
-        devices = column_of(attempts, "exp.device_type")
-        report.scale_label = scale_label({as_text(devices.values[code]) for code in
-                                          np.unique(devices.codes[representatives]).tolist()})
+    report.scale_label = kind.scale_label(attempts, representatives)
     report.stats_warnings = _warnings(attempts, selection.members)
     return report
 
@@ -492,65 +457,6 @@ def _baseline_speedups(report: Report, filters: Sequence[Filter], rules: KeyRule
     report.baseline_compared = baseline_module.shared_keys(rows, chosen, compared)
     times = report.cell_values(baseline_module.SPEEDUP_TIME).numbers[cell_of_row]
     cells.values[SPEEDUP] = CellValues(baseline_module.speedups(times, chosen)[cells.row])
-
-
-def _metrics(options: Options, attempts: Attempts, members: np.ndarray) -> list[Metric]:
-    if options.baseline and options.kind != "regular":
-        raise ResultsError(f"--baseline compares the rows of a regular report, not of "
-                           f"--type {options.kind}",
-                           hint="weak and strong reports show their speedup over one GPU")
-    if options.kind == "pivot":
-        if options.rows is None or not options.cols or not options.value:
-            raise ResultsError("--type pivot needs --rows KEY, --cols KEY and --value "
-                               "results.X", hint="e.g. --rows exp.model --cols "
-                               "exp.replica_batch --value results.throughput")
-        if options.columns:
-            raise ResultsError("--type pivot shows one value: give it with --value, "
-                               "not --columns")
-        return resolve([options.value], attempts, members, scaling=False)
-    if options.rows or options.cols or options.value:
-        raise ResultsError("--rows, --cols and --value belong to --type pivot")
-    if options.columns:
-        found = resolve(options.columns, attempts, members, scaling=options.kind in SCALING,
-                        baseline=bool(options.baseline))
-        if options.baseline and all(item.key != SPEEDUP for item in found):
-            found.append(metric(SPEEDUP))
-        return found
-    if options.baseline:
-        return [metric(key) for key in BASELINE_METRICS]
-    return [metric(key) for key in DEFAULT_METRICS[options.kind]]
-
-
-def _usable(kind: str, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
-    """Which measured experiments have what their report needs (per measured experiment)."""
-    attempts = selection.attempts
-    latest = selection.representatives
-    usable = np.ones(len(latest), dtype=bool)
-    if kind != "pivot":
-        models = column_of(attempts, "exp.model")
-        usable &= per_code(models, bool, bool)[models.codes[latest]]
-    if kind in SCALING:
-        batches = column_of(attempts, "exp.replica_batch")
-        times = numbers_of(attempts, TIME)[latest]
-        return usable & (times > 0) & (per_code(batches, count, np.int64)[
-            batches.codes[latest]] > 0)
-    if not len(latest):
-        return usable
-    found = np.zeros(len(selection.members), dtype=bool)
-    for item in metrics:
-        if item.key == SPEEDUP:   # over a baseline (scaling reports returned above)
-            found |= has_value_of(attempts, baseline_module.SPEEDUP_TIME)[selection.members]
-        elif item.key != EFFICIENCY:
-            found |= has_value_of(attempts, item.key)[selection.members]
-    return usable & (np.add.reduceat(found.astype(np.intp), selection.member_starts[:-1]) > 0)
-
-
-def _column_key(options: Options, attempts: Attempts, rows: np.ndarray) -> str | None:
-    if options.kind in SCALING:
-        return SCALE
-    if options.kind == "pivot":
-        return resolve_key(str(options.cols), attempts, rows)
-    return None
 
 
 def _values(attempts: Attempts, rows: np.ndarray) -> tuple[keys_module.ValuesOf,
@@ -605,8 +511,8 @@ class _Ids:
         return str(self._ids.values[code])
 
 
-def _cells(report: Report, selection: Selection, values_of: keys_module.ValuesOf,
-           shown_values: keys_module.ValuesOf) -> Cells:
+def _cells(report: Report, kind: ReportKind, selection: Selection,
+           values_of: keys_module.ValuesOf, shown_values: keys_module.ValuesOf) -> Cells:
     """The cells of the report's experiments (see Cells)."""
     attempts, members, starts = selection.attempts, selection.members, selection.member_starts
     count = len(selection.measured)
@@ -638,18 +544,14 @@ def _cells(report: Report, selection: Selection, values_of: keys_module.ValuesOf
         place = np.array([rank[_hashable(value)] for value in texts],
                          dtype=np.intp)[np.searchsorted(used, codes)]
     needed = {item.key: item for item in report.metrics}
-    if report.kind in SCALING:
-        needed.setdefault(TIME, metric(TIME))
-        needed.setdefault(THROUGHPUT, metric(THROUGHPUT))
-    needed.pop(SPEEDUP, None)
-    needed.pop(EFFICIENCY, None)
+    for key in kind.needed():
+        needed.setdefault(key, metric(key))
+    for key in SCALING_ONLY:
+        needed.pop(key, None)
     values = {key: combine_cells(attempts, members, starts, item)
               for key, item in needed.items()}
     row = row_of_group[inverse.reshape(-1)]
-    if report.kind in SCALING:
-        speedup, efficiency = scaling_values(report.kind, row, values_of(SCALE),
-                                             values[TIME].numbers, values[THROUGHPUT].numbers)
-        values[SPEEDUP], values[EFFICIENCY] = CellValues(speedup), CellValues(efficiency)
+    values.update(kind.derived(row, values_of(SCALE), values))
     return Cells(selection, row, key_codes, key_tables, len(display), place, axis, values,
                  _spreads(attempts, members, starts), np.diff(starts))
 
