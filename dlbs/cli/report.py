@@ -16,8 +16,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep experiments whose KEY matches GLOB (repeatable; the same KEY twice: "
              "either), e.g. --filter exp.model='resnet*' --filter env.gpu_model='*H100*'")
     parser.add_argument("--latest", action="store_true",
-                        help="measure only each experiment's newest attempt (default: all "
-                             "its ok attempts, n shown)")
+                        help="count only each experiment's newest attempt, and leave the "
+                             "experiment out when that is not ok (default: its newest ok run)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "baseline row's; the baseline rows match every KEY=GLOB (repeatable, as "
              "--filter), e.g. --baseline exp.framework=pytorch --baseline "
              "pytorch.compile=false (docs/reports.md)")
+    parser.add_argument("--runs", choices=("latest", "each"), default="latest",
+                        help="latest: each experiment's newest ok run (default; a note says "
+                             "when older ones exist); each: every ok run in a row of its own. "
+                             "Runs are never averaged")
     parser.add_argument("--rows", metavar="K1,K2", help="pivot: row keys")
     parser.add_argument("--cols", metavar="KEY", help="pivot: the key whose values are columns")
     parser.add_argument("--value", metavar="results.X", help="pivot: the value in the cells")
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     options = Options(
         kind=args.report_type, by=split_list(args.by),
         filters=[Filter.parse(text) for text in args.filters],
-        columns=split_list(args.columns), latest=args.latest,
+        columns=split_list(args.columns), latest=args.latest, runs=args.runs,
         baseline=[Filter.parse(text, "--baseline") for text in args.baselines],
         rows=split_list(args.rows), cols=args.cols, value=args.value)
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.

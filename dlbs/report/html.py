@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from dlbs import __version__
+from dlbs.report.document import Report
 from dlbs.report.identity import ENV_PREFIX, column_of
 from dlbs.report.keys import partition, title
 from dlbs.report.metrics import MONITOR_COLUMNS, Metric, metric
-from dlbs.report.render import header_lines, key_text, layout, number
+from dlbs.report.render import cell_note_lines, header_lines, key_text, layout, number
 from dlbs.report.select import Experiment, as_text
-from dlbs.report.tables import Report
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
@@ -60,7 +60,7 @@ def render_html(report: Report) -> str:
         monitor_headers=monitor[0], monitor_rows=monitor[1], monitor_keys=len(report.row_keys),
         environment_headers=headers, environments=environments,
         failures=[_failure(experiment) for experiment in report.failures],
-        notes=report.footnotes(),
+        notes=cell_note_lines(report) + report.footnotes(),
     ) + "\n"
 
 

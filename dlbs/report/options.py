@@ -17,6 +17,8 @@ class Options:
     filters: Sequence[Filter] = ()
     columns: Sequence[str] | None = None
     latest: bool = False
+    # "latest": each experiment's newest ok run; "each": every ok run, a cell each
+    runs: str = "latest"
     # regular only: the baseline rows (--baseline KEY=GLOB), for the speedup column
     baseline: Sequence[Filter] = ()
     # pivot only

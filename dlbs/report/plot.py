@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlbs.errors import ResultsError
+from dlbs.report.document import Report
 from dlbs.report.keys import title
 from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
+from dlbs.report.options import Options
 from dlbs.report.render import key_text
 from dlbs.report.select import Filter
-from dlbs.report.tables import Options, Report, build_report
+from dlbs.report.tables import build_report
 from dlbs.results.columns import Attempts, Record
 from dlbs.results.usage import PREFIX as USE_PREFIX
 

@@ -9,9 +9,9 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.report.compare import REGRESSIONS, VERDICTS, Comparison
 from dlbs.report.keys import NUMERIC, field_name, title
+from dlbs.report.ordering import ordered_by_codes
 from dlbs.report.render import Grid, aligned, key_text
 from dlbs.report.select import as_text
-from dlbs.report.tables import ordered_by_codes
 from dlbs.results.output import records_to_csv, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from dlbs.report.metrics import (
     TIME,
     CellValues,
     Metric,
+    has_values,
     metric,
     resolve,
 )
@@ -70,7 +72,7 @@ class ReportKind:
 
     def in_scope(self, attempts: Attempts) -> tuple[np.ndarray | None, int]:
         """The attempts it shows (indices; None: all) and how many others it leaves out."""
-        if self.scenarios is None and not self.not_scenarios:
+        if not self.picks_scenarios:
             return None, 0
         column = attempts.column(SCENARIO)
         inside = np.array([self.shows(scenario_of(value)) for value in column.values],
@@ -78,25 +80,44 @@ class ReportKind:
         kept = np.flatnonzero(inside[column.codes])
         return kept, attempts.size - len(kept)
 
+    @property
+    def picks_scenarios(self) -> bool:
+        """Whether it shows the experiments of some scenarios only."""
+        return self.scenarios is not None or bool(self.not_scenarios)
+
     def shows(self, scenario: str) -> bool:
         """Whether it shows the experiments of `scenario`."""
         return (self.scenarios is None or scenario in self.scenarios) and \
             scenario not in self.not_scenarios
 
     def usable(self, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
-        """Which measured experiments have what it needs: a model, a value to show."""
+        """Which units (cells) have what it needs: a model, a value to show."""
+        return ~self._lacking(selection, metrics).any(axis=0)
+
+    def lacks(self, selection: Selection, metrics: Sequence[Metric],
+              units: np.ndarray) -> list[str]:
+        """What each of `units` (not usable) lacks, in words: "a model", ..."""
+        lacking = self._lacking(selection, metrics)[:, units]
+        words = self._needs(metrics)
+        return [next(word for word, lacks in zip(words, column) if lacks)
+                for column in lacking.T.tolist()]
+
+    def _needs(self, metrics: Sequence[Metric]) -> list[str]:
+        """What `_lacking`'s rows are, in words."""
+        shown = ", ".join(item.title for item in metrics if item.key != EFFICIENCY)
+        return ["a model", f"a value of the columns shown ({shown})"]
+
+    def _lacking(self, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
+        """Per need (`_needs`), which units lack it (booleans, one row per need)."""
         attempts = selection.attempts
-        shown = selection.representatives
-        usable = self._with_model(attempts, shown)
-        if not len(shown):
-            return usable
+        shown = selection.members
         found = np.zeros(len(shown), dtype=bool)
         for item in metrics:
             if item.key == SPEEDUP:   # over a baseline
                 found |= has_value_of(attempts, baseline_module.SPEEDUP_TIME)[shown]
             elif item.key != EFFICIENCY:
-                found |= has_value_of(attempts, item.key)[shown]
-        return usable & found
+                found |= has_values(attempts, item.key)[shown]
+        return np.stack([~self._with_model(attempts, shown), ~found])
 
     def _with_model(self, attempts: Attempts, shown: np.ndarray) -> np.ndarray:
         if not self.needs_model:
@@ -158,6 +179,10 @@ class ReportKind:
     def heading(self, metrics: Sequence[Metric], column_title: str) -> str:
         """The report's first line."""
         return self.title
+
+    def notes(self, cells: Any, values_of: ValuesOf) -> list[str]:
+        """Footnotes of its own about the report's cells (document.Cells)."""
+        return []
 
 
 def scenario_of(value: object) -> str:

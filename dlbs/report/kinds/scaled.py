@@ -30,13 +30,17 @@ class Scaling(ReportKind):
     chart: str = "scaling"
     scaling: bool = True
 
-    def usable(self, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
+    def _needs(self, metrics: Sequence[Metric]) -> list[str]:
+        return ["a model", "a replica batch", "a batch time"]
+
+    def _lacking(self, selection: Selection, metrics: Sequence[Metric]) -> np.ndarray:
         attempts = selection.attempts
-        shown = selection.representatives
+        shown = selection.members
         batches = column_of(attempts, "exp.replica_batch")
         times = numbers_of(attempts, TIME)[shown]
-        return self._with_model(attempts, shown) & (times > 0) & (
-            per_code(batches, count, np.int64)[batches.codes[shown]] > 0)
+        return np.stack([~self._with_model(attempts, shown),
+                         per_code(batches, count, np.int64)[batches.codes[shown]] <= 0,
+                         ~(times > 0)])
 
     def column_key(self, options: Options, attempts: Attempts, rows: np.ndarray) -> str:
         return SCALE
