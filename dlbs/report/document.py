@@ -377,17 +377,22 @@ def _scenarios_hint(scenarios: Counter[str]) -> str:
     return f"; of them, {', '.join(parts)}" if parts else ""
 
 
-def where(report: Report, cell: int) -> str:
-    """Where a cell is, for a note: its first row key's value, and its column."""
+def where(report: Report, cell: int, keys: int | None = 1) -> str:
+    """Where a cell is, for a note: its row keys' values, and its column.
+
+    `keys` row keys (the first; None: all of them).
+    """
     cells = report.table_cells
     assert cells is not None
     row = cells.row[cell]
     text = ", ".join(as_text(table[codes[row]]) for codes, table in
-                     zip(cells.key_codes[:1], cells.key_tables[:1]))
+                     zip(cells.key_codes[:keys], cells.key_tables[:keys]))
     column = None if cells.column is None else cells.column[cell]
     if column is not None and report.column_key == SCALE:
         label = report.scale_label
         if column == 1 and label in ("GPUs", "replicas"):
             label = label[:-1]
         text += f", {column} {label}"
+    elif column is not None:
+        text += f", {report.column_title} {as_text(column)}"
     return text

@@ -169,7 +169,7 @@ def cell_note_lines(report: Report) -> list[str]:
     cells = report.table_cells
     if cells is None:
         return []
-    return [f"[{number}] {where(report, cell)}: {'; '.join(cells.notes[cell])}"
+    return [f"[{number}] {where(report, cell, None)}: {'; '.join(cells.notes[cell])}"
             for cell, number in _markers(report).items()]
 
 
