@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "inputs", nargs="*", default=["."], metavar="LOGS_OR_DB",
-        help="log files, folders (searched recursively for *.log), results databases or "
-             "`dlbs parse` JSON files (default: the current folder)",
+        help="log files, folders (read through their results.db, and searched recursively "
+             "for *.log it does not hold), results databases or `dlbs parse` JSON files "
+             "(default: the current folder)",
     )
     parser.add_argument("--type", dest="report_type", choices=tuple(KINDS), default="regular",
                         help="; ".join(f"{name}: {text}" for name, (_, text) in KINDS.items()))
@@ -77,8 +78,8 @@ def split_list(text: str | None) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
     from dlbs.report import Options, build_report, render
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.select import Filter
-    from dlbs.results.sources import load_attempts
     from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
 
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         rows=split_list(args.rows), cols=args.cols, value=args.value)
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():
-        report = build_report(load_attempts(args.inputs), options)
+        report = build_report(load_inputs(args.inputs), options)
         if args.fmt == "html":
             from dlbs.report.html import render_html
 

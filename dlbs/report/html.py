@@ -115,7 +115,11 @@ def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
 
 
 def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
-    """Distinct environments of the measured attempts, with framework versions and counts."""
+    """Distinct environments of the measured attempts, with framework versions and counts.
+
+    Environments are told apart by what the table shows (ENVIRONMENT_FIELDS), not by what it
+    does not (the date of each sweep): no two rows read alike.
+    """
     headers = ["models"] + [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
     cells = report.table_cells
     if cells is None:
@@ -128,7 +132,8 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
     recorded = np.zeros(len(members), dtype=bool)
     for key in names:
         recorded |= attempts.present(key)[members]
-    groups, _ = partition(len(members), names, lambda key: column_of(attempts, key).codes[
+    shown = [f"{ENV_PREFIX}{key}" for key, _ in ENVIRONMENT_FIELDS]
+    groups, _ = partition(len(members), shown, lambda key: column_of(attempts, key).codes[
         members])
     cell_of = np.repeat(np.arange(len(selection.measured)), np.diff(selection.member_starts))
     models, versions = column_of(attempts, "exp.model"), column_of(attempts, "exp.framework_ver")
@@ -139,7 +144,7 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
         mine = members[recorded & (groups == group)]
         cells = cell_of[recorded & (groups == group)]
         environment = {key[len(ENV_PREFIX):]: column_of(attempts, key).values[
-            column_of(attempts, key).codes[mine[0]]] for key in names}
+            column_of(attempts, key).codes[mine[0]]] for key in shown}
         found.append({
             "environment": environment, "experiments": len(np.unique(cells)),
             "models": {as_text(models.values[code])
