@@ -61,7 +61,30 @@ def render_html(report: Report) -> str:
         environment_headers=headers, environments=environments,
         failures=[_failure(experiment) for experiment in report.failures],
         notes=cell_note_lines(report) + report.footnotes(),
+        statistics=statistics_notes(report),
     ) + "\n"
+
+
+# Where the values of a report come from, by the keys it shows (docs/reports.md).
+BATCH_STATISTICS = ("Batch times and throughput: dlbs computes them from the per-batch times "
+                    "of every backend alike; the standard deviation uses ddof=1 "
+                    "(docs/reports.md).")
+LOADGEN_STATISTICS = ("Latencies and query rates: LoadGen's own measurements, as its summary "
+                      "reports them (docs/evaluation.md); never combined across runs.")
+
+
+def statistics_notes(report: Report) -> list[str]:
+    """What the values shown are: batch-time statistics, LoadGen's measurements, or both."""
+    keys = [item.key for item in report.metrics]
+    notes = []
+    if any(key.startswith(("results.time", "results.throughput", "results.warmup"))
+           or key in ("speedup", "efficiency", "throughput_median", "data_wait_share")
+           for key in keys):
+        notes.append(BATCH_STATISTICS)
+    if any(key.startswith(("results.latency_", "results.qps", "results.target_qps",
+                           "results.max_qps")) for key in keys):
+        notes.append(LOADGEN_STATISTICS)
+    return notes
 
 
 def _charts(report: Report) -> list[tuple[str, str]]:

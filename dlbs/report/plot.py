@@ -40,6 +40,9 @@ PRESETS = ("weak", "strong", "latency", "monitor")
 KINDS = ("line", "bar")
 FORMATS = ("png", "svg")
 LATENCY_KEYS = ("results.latency_p50", "results.latency_p90", "results.latency_p99")
+SCENARIO = "exp.scenario"
+# What sets a LoadGen run's load: the points of one line of the latency preset.
+LOAD_KEYS = ("exp.target_qps",)
 # Monitor series: (key, axis label); drawn when the experiment has them.
 MONITOR_SERIES = (
     ("cpu", "CPU (% of a core)"), ("rss", "RSS (MiB)"), ("gpu_util", "GPU util (%)"),
@@ -103,13 +106,24 @@ def save(figure: Figure, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def _figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
+def _figure(rows: int = 1, share_x: bool = True) -> tuple[Figure, list[Axes]]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(_SIZE[0], _SIZE[1] * rows * (0.75 if rows > 1 else 1)),
                     layout="constrained")
-    axes = figure.subplots(rows, 1, squeeze=False, sharex=rows > 1)
+    axes = figure.subplots(rows, 1, squeeze=False, sharex=share_x and rows > 1)
     return figure, [row[0] for row in axes]
+
+
+def _integer_ticks(axes: Axes, values: Sequence[Any]) -> None:
+    """Ticks at the values when they are integers (GPU counts): never at 1.5."""
+    from matplotlib.ticker import MaxNLocator
+
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        if len(values) <= 12:
+            axes.set_xticks(sorted(values))
+        else:
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _label(report: Report, shown: tuple[Any, ...]) -> str:
@@ -196,6 +210,7 @@ def pivot_figure(report: Report, request: Chart | None = None) -> Figure:
         else:
             axes.errorbar(points, _floats(values), yerr=errors, marker="o", capsize=3,
                           label=label)
+            _integer_ticks(axes, columns)
     axes.set_xlabel(_axis_label(report.column_title))
     axes.set_ylabel(item.title)
     axes.set_title(request is not None and request.title or
@@ -208,8 +223,13 @@ def pivot_figure(report: Report, request: Chart | None = None) -> Figure:
 
 
 def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figure:
-    """Latency percentiles against the achieved QPS: one point per experiment."""
-    report = build_report(records, Options(kind="regular", filters=request.filters,
+    """Latency percentiles against the achieved QPS, one panel per scenario.
+
+    A panel's points are the experiments of one scenario at different loads (exp.target_qps);
+    if another identity parameter varies within a scenario (a batch size, a model), a line
+    would join different experiments: refused, as `--x/--y` refuse, with the keys to filter.
+    """
+    report = build_report(records, Options(kind="latency", filters=request.filters,
                                            latest=request.latest,
                                            columns=["qps", *LATENCY_KEYS]))
     points = [cell for cell in report.cells
@@ -217,19 +237,39 @@ def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figu
     if not points:
         raise ResultsError("nothing to plot: no ok experiment has results.qps and latencies",
                            hint="the latency preset reads LoadGen scenario results")
-    figure, (axes,) = _figure()
-    points.sort(key=lambda cell: cell.values["results.qps"])
-    for key in LATENCY_KEYS:
-        pairs = [(c.values["results.qps"], c.values.get(key)) for c in points]
-        pairs = [(x, y) for x, y in pairs if isinstance(y, float)]
-        if pairs:
-            axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o",
-                      label=key.removeprefix("results.latency_"))
-    axes.set_xlabel(metric("results.qps").title)
-    axes.set_ylabel("latency (ms)")
-    axes.set_title(request.title or "Latency percentiles against load")
-    axes.legend(fontsize="small", title="percentile", title_fontsize="small")
-    axes.grid(True, alpha=0.3)
+    scenario = report.row_keys.index(SCENARIO) if SCENARIO in report.row_keys else None
+    panels: dict[Any, list[Any]] = {}
+    for cell in points:
+        panels.setdefault(None if scenario is None else cell.shown[scenario], []).append(cell)
+    mixed = [index for index, key in enumerate(report.row_keys)
+             if key not in LOAD_KEYS and index != scenario and any(
+                 len({cell.shown[index] for cell in cells}) > 1 for cells in panels.values())]
+    if mixed:
+        described = ", ".join(f"{report.row_keys[index]} ({len({c.shown[index] for c in points})}"
+                              " values)" for index in mixed)
+        first = report.row_keys[mixed[0]]
+        raise ResultsError(
+            f"the latency preset draws one line per percentile for each scenario, but within "
+            f"a scenario {described} also vary",
+            hint=f"keep one value with --filter, e.g. --filter {first}="
+                 f"{key_text(points[0].shown[mixed[0]])}")
+    figure, axes_list = _figure(len(panels), share_x=False)
+    for axes, (name, cells) in zip(axes_list, sorted(panels.items(),
+                                                     key=lambda item: key_text(item[0]))):
+        cells.sort(key=lambda cell: cell.values["results.qps"])
+        for key in LATENCY_KEYS:
+            pairs = [(c.values["results.qps"], c.values.get(key)) for c in cells]
+            pairs = [(x, y) for x, y in pairs if isinstance(y, float)]
+            if pairs:
+                axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o",
+                          label=key.removeprefix("results.latency_"))
+        axes.set_xlabel(metric("results.qps").title)
+        axes.set_ylabel("latency (ms)")
+        axes.set_title(f"{'scenario ' + key_text(name) if name is not None else ''}",
+                       fontsize="medium")
+        axes.legend(fontsize="small", title="percentile", title_fontsize="small")
+        axes.grid(True, alpha=0.3)
+    figure.suptitle(request.title or "Latency percentiles against load")
     return figure
 
 
@@ -247,6 +287,7 @@ def bars_figure(report: Report) -> Figure:
     positions = list(range(len(rows)))[::-1]
     axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
     axes.set_yticks(positions, labels, fontsize="small")
+    axes.set_ylabel(", ".join(title(key) for key in report.row_keys))
     axes.set_xlabel(item.title)
     axes.grid(True, axis="x", alpha=0.3)
     return figure
