@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dlbs.report.identity import column_of, numbers_of, per_code
+from dlbs.report.keys import ValuesOf
 from dlbs.report.kinds.base import ReportKind
 from dlbs.report.metrics import EFFICIENCY, SPEEDUP, THROUGHPUT, TIME, CellValues, Metric
 from dlbs.report.options import Options
@@ -26,6 +28,10 @@ class Scaling(ReportKind):
     """A scaling report; `values` gives speedup and efficiency (scaling.weak_values, ...)."""
 
     values: Callable[[Cells], tuple[np.ndarray, np.ndarray]] | None = None
+    # What its rows keep across GPU counts ("the replica batch"), and the kind that keeps
+    # the other batch: a hint when no row has two GPU counts.
+    keeps: str = ""
+    other: str = ""
     default_metrics: tuple[str, ...] = (TIME, THROUGHPUT, SPEEDUP, EFFICIENCY)
     chart: str = "scaling"
     scaling: bool = True
@@ -54,6 +60,18 @@ class Scaling(ReportKind):
         speedup, efficiency = self.values(against_one(row, scale, values[TIME].numbers,
                                                       values[THROUGHPUT].numbers))
         return {SPEEDUP: CellValues(speedup), EFFICIENCY: CellValues(efficiency)}
+
+    def notes(self, cells: Any, values_of: ValuesOf) -> list[str]:
+        """A hint when every row has one GPU count: nothing to scale, maybe the other kind."""
+        if cells is None or cells.axis is None or len(cells.axis) < 2:
+            return []
+        spots = np.unique(cells.row.astype(np.int64) * len(cells.axis) + cells.place)
+        if len(np.unique(spots // len(cells.axis))) < len(spots):
+            return []
+        return [f"No row has more than one GPU count, so there is no speedup or efficiency: "
+                f"{self.name} scaling compares experiments that keep {self.keeps} across GPU "
+                f"counts, and these change it with the GPU count (--type {self.other} "
+                "compares them)."]
 
     def scale_label(self, attempts: Attempts, rows: np.ndarray) -> str:
         devices = column_of(attempts, "exp.device_type")
