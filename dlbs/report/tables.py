@@ -69,7 +69,7 @@ def build_report(source: Attempts | Sequence[Record],
     if options.runs not in RUNS:
         raise ResultsError(f"--runs {options.runs}: expected one of {', '.join(RUNS)}")
     attempts = source if isinstance(source, Attempts) else Attempts.of_records(source)
-    rules = key_rules()
+    rules = key_rules(attempts)
     kept, other_scenarios = kind.in_scope(attempts)
     if kept is not None:
         attempts = attempts.take(kept)
