@@ -38,8 +38,6 @@ from dlbs.recipes.recipe import recipe_for
 from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]
-DOCKER_LAUNCHERS = ("docker", "nvidia-docker")
-CONTAINER_ENGINES = (DOCKER_ENGINE, PODMAN_ENGINE)
 
 
 def invocation_for(experiment: Experiment) -> Invocation:
@@ -115,14 +113,10 @@ def container_spec(experiment: Experiment, invocation: Invocation,
     if not image:
         raise LaunchError(f"exp.docker_image is empty (experiment {label})",
                           hint="set exp.docker_image, or exp.docker: false for bare metal")
+    # The configs declare both parameters' choices: the planner (and a plan file's reader)
+    # has checked them.
     launcher = str(experiment.get("exp.docker_launcher") or "docker")
-    if launcher not in DOCKER_LAUNCHERS:
-        raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
-                          f"(experiment {label})", hint="use docker or nvidia-docker")
     engine = str(experiment.get("exp.container_engine") or DOCKER_ENGINE)
-    if engine not in CONTAINER_ENGINES:
-        raise LaunchError(f"exp.container_engine: unknown engine {engine!r} (experiment "
-                          f"{label})", hint="use docker or podman")
     if engine == PODMAN_ENGINE and launcher == "nvidia-docker":
         raise LaunchError(f"experiment {label}: exp.container_engine is podman, but "
                           "exp.docker_launcher is nvidia-docker (a Docker-only binary)",
