@@ -2,7 +2,8 @@
 
 - `INVALID (LoadGen): why`: LoadGen judged the run invalid (`results.loadgen_valid` false;
   why: `results.loadgen_invalid_reasons`, when the backend recorded it).
-- `warning: ...`: a warning the backend recorded with its results (`results.warnings`).
+- `warning: ...`: a warning the backend recorded with its results (`results.warnings`; the
+  statistics engine keeps it in `results.stats_warnings`, as `backend: ...`).
 - `summary contradicted: ...`: summary values the backend printed that its per-batch times
   contradict (`results.stats_warnings`, from the statistics engine).
 - `runs disagree: ...`: the experiment's ok runs differ beyond their spread (runs.py).
@@ -18,15 +19,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from dlbs.report.identity import column_of
+from dlbs.report.kinds.base import BENCHMARK, SCENARIO
 from dlbs.report.metrics import Metric
 from dlbs.report.runs import disagreements
 from dlbs.report.select import Selection
 from dlbs.results.columns import Attempts
-from dlbs.results.stats import WARNINGS_KEY
+from dlbs.results.stats import BACKEND_PREFIX, WARNINGS_KEY, is_backend_warning
 
 VALID_KEY = "results.loadgen_valid"
 INVALID_REASONS_KEY = "results.loadgen_invalid_reasons"
-BACKEND_WARNINGS_KEY = "results.warnings"
 
 
 def cell_notes(selection: Selection, metrics: Sequence[Metric]) -> dict[int, list[str]]:
@@ -38,27 +39,37 @@ def cell_notes(selection: Selection, metrics: Sequence[Metric]) -> dict[int, lis
         for cell, text in zip(cells.tolist(), texts):
             notes.setdefault(cell, []).append(text)
 
-    valid = column_of(attempts, VALID_KEY)
-    invalid = np.array([value is False for value in valid.values], dtype=bool)[
-        valid.codes[shown]]
+    invalid = _invalid(attempts, shown)
     if invalid.any():
         cells = np.flatnonzero(invalid)
         reasons = _texts(attempts, INVALID_REASONS_KEY, shown[cells])
         add(cells, ["INVALID (LoadGen)" + (f": {'; '.join(why)}" if why else "")
                     for why in reasons])
-    for key, label in ((BACKEND_WARNINGS_KEY, "warning"),
-                       (WARNINGS_KEY, "summary contradicted")):
-        column = column_of(attempts, key)
-        codes = column.codes[shown]
-        cells = np.flatnonzero(codes != 0)
-        if len(cells):
-            for cell, texts in zip(cells.tolist(), _texts(attempts, key, shown[cells])):
-                for text in texts:
-                    notes.setdefault(cell, []).append(f"{label}: {text}")
+    # The backend's warnings travel in results.stats_warnings (results/stats.py), which the
+    # store flags: found without reading 100,000 summaries.
+    column = column_of(attempts, WARNINGS_KEY)
+    cells = np.flatnonzero(column.codes[shown] != 0)
+    for cell, texts in zip(cells.tolist(), _texts(attempts, WARNINGS_KEY, shown[cells])):
+        for text in texts:
+            notes.setdefault(cell, []).append(
+                f"warning: {text.removeprefix(BACKEND_PREFIX)}" if is_backend_warning(text)
+                else f"summary contradicted: {text}")
     for cell, found in disagreements(selection, metrics).items():
         others = f" (and {len(found) - 1} other value(s))" if len(found) > 1 else ""
         notes.setdefault(cell, []).append(f"runs disagree: {found[0].describe()}{others}")
     return notes
+
+
+def _invalid(attempts: Attempts, shown: np.ndarray) -> np.ndarray:
+    """Which shown attempts LoadGen judged invalid (read only where a scenario ran)."""
+    scenarios = column_of(attempts, SCENARIO)
+    loadgen = np.array([value not in (None, "", BENCHMARK) for value in scenarios.values],
+                       dtype=bool)[scenarios.codes[shown]]
+    if not loadgen.any():   # a results database reads a result key from every summary
+        return np.zeros(len(shown), dtype=bool)
+    valid = column_of(attempts, VALID_KEY)
+    return np.array([value is False for value in valid.values], dtype=bool)[
+        valid.codes[shown]] & loadgen
 
 
 def _texts(attempts: Attempts, key: str, rows: np.ndarray) -> list[list[str]]:

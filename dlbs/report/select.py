@@ -195,11 +195,13 @@ class Selection:
         """Only the measured experiments (units) `keep` (booleans, one each)."""
         counts = self.counts[keep]
         starts = self.member_starts[:-1][keep]
-        members = np.concatenate([self.members[start:start + count] for start, count in
-                                  zip(starts.tolist(), counts.tolist())]) if len(counts) \
-            else np.zeros(0, dtype=np.intp)
+        bounds = _bounds(counts)
+        # Each kept experiment's members, in order: position i of the result is member
+        # starts[e] + (i - bounds[e]) of the experiment e it falls in.
+        members = self.members[np.arange(bounds[-1]) + np.repeat(starts - bounds[:-1],
+                                                                 counts)]
         return Selection(self.attempts, self.rules, self.order, self.starts,
-                         self.measured[keep], members, _bounds(counts), self.not_counted,
+                         self.measured[keep], members, bounds, self.not_counted,
                          self.latest_not_ok, self.duplicates, self.failed,
                          None if self.run is None else self.run[keep], self.runs,
                          self.run_starts, None if self.run_of is None else self.run_of[keep])

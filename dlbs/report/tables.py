@@ -51,7 +51,7 @@ from dlbs.report.ordering import ordered_by_codes, sort_key
 from dlbs.report.scaling import SCALE, scales
 from dlbs.report.select import Filter, Selection, as_text, matching, resolve_key, select
 from dlbs.results.columns import Attempts, Record
-from dlbs.results.stats import WARNINGS_KEY
+from dlbs.results.stats import WARNINGS_KEY, is_backend_warning
 
 __all__ = ["REPORT_TYPES", "SCALE", "Cells", "Options", "Report", "build_report"]
 
@@ -298,7 +298,7 @@ def _spreads(attempts: Attempts, shown: np.ndarray) -> np.ndarray:
 
 
 def _warnings(attempts: Attempts, members: np.ndarray) -> list[str]:
-    """The first warning of each measured attempt whose summary values were contradicted."""
+    """The first warning of each shown attempt whose summary values were contradicted."""
     column = column_of(attempts, WARNINGS_KEY)
     codes = column.codes[members]
     if not codes.any():
@@ -308,9 +308,9 @@ def _warnings(attempts: Attempts, members: np.ndarray) -> list[str]:
 
 
 def _first_warning(value: Any) -> str | None:
-    if not value:
-        return None
-    return str(value[0]) if isinstance(value, list | tuple | str) else str(value)
+    """The first of the engine's own warnings (not the backend's: results/stats.py)."""
+    items = value if isinstance(value, list | tuple) else [value] if value else []
+    return next((str(item) for item in items if not is_backend_warning(str(item))), None)
 
 
 def _constants(constant: Sequence[str], rules: KeyRules, values_of: keys_module.ValuesOf,

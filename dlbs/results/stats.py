@@ -12,6 +12,7 @@ milliseconds); dlbs computes the summary from them, the same way whatever the fr
 | `results.time_count` | number of timed batches |
 | `results.throughput` | `exp.effective_batch` x 1000 / `results.time` (instances per second) |
 | `results.warmup_time`, `results.warmup_count` | mean and number of warm-up batches |
+| `results.stats_warnings` | contradicted values (below) and the backend's `results.warnings` |
 
 Percentiles interpolate linearly between the closest ranks (numpy's default method, R's
 type 7), so the median of an even count is the mean of the two middle values.
@@ -41,6 +42,9 @@ SAMPLES_KEY = "results.time_data"
 WARMUP_KEY = "results.warmup_time_data"
 SOURCE_KEY = "results.stats_source"
 WARNINGS_KEY = "results.stats_warnings"
+# What a backend records itself about its results; it joins WARNINGS_KEY with this prefix.
+BACKEND_WARNINGS_KEY = "results.warnings"
+BACKEND_PREFIX = "backend: "
 
 # Keys the engine writes from the samples; a backend's own value of each is checked.
 TIME_KEYS = ("results.time", "results.time_std", "results.time_median", "results.time_p90",
@@ -112,22 +116,44 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str
     if warmup is not None:
         summary["results.warmup_time"] = float(warmup.mean())
         summary["results.warmup_count"] = int(warmup.size)
+    warnings: list[str] = []
     if samples is None:
         summary[SOURCE_KEY] = "backend"
         mean, batch = results.get("results.time"), effective_batch(params)
         if "results.throughput" not in results and _is_number(mean) and mean > 0 and batch:
             summary["results.throughput"] = batch * 1000.0 / mean   # DLBS logs print none
-        return summary
-    summary.update(sample_statistics(samples))
-    batch = effective_batch(params)
-    mean = summary["results.time"]
-    if batch is not None and mean > 0:
-        summary["results.throughput"] = batch * 1000.0 / mean
-    summary[SOURCE_KEY] = "dlbs"
-    warnings = check_backend_values(results, summary, samples, params.get("exp.num_replicas"))
+    else:
+        summary.update(sample_statistics(samples))
+        batch = effective_batch(params)
+        mean = summary["results.time"]
+        if batch is not None and mean > 0:
+            summary["results.throughput"] = batch * 1000.0 / mean
+        summary[SOURCE_KEY] = "dlbs"
+        warnings = check_backend_values(results, summary, samples,
+                                        params.get("exp.num_replicas"))
+    warnings += backend_warnings(results)
     if warnings:
         summary[WARNINGS_KEY] = warnings
     return summary
+
+
+def backend_warnings(results: Mapping[str, Any]) -> list[str]:
+    """The warnings the backend recorded (`results.warnings`), each as `backend: TEXT`.
+
+    They join the engine's in `results.stats_warnings`, which the results store keeps in a
+    column of its own and flags: a report finds every warning of 100,000 attempts without
+    reading their summaries.
+    """
+    found = results.get(BACKEND_WARNINGS_KEY)
+    if found in (None, "", []):
+        return []
+    items = found if isinstance(found, list | tuple) else [found]
+    return [f"{BACKEND_PREFIX}{item}" for item in items if str(item)]
+
+
+def is_backend_warning(text: str) -> bool:
+    """Whether a `results.stats_warnings` entry is the backend's own (backend_warnings)."""
+    return text.startswith(BACKEND_PREFIX)
 
 
 def check_backend_values(printed: Mapping[str, Any], computed: Mapping[str, Any],

@@ -167,3 +167,20 @@ def test_the_data_wait_share_is_a_column() -> None:
     assert {row["model"]: row["data_wait_share"] for row in report.records()} == {
         "resnet50": 25.0, "vgg16": None}
     assert "data wait (% of a step)" in render(report, "text")
+
+
+def test_a_backend_warning_travels_through_the_results_database(tmp_path: Any) -> None:
+    # Kept with the engine's warnings (a flagged column): no summary is read to find it.
+    from dlbs.results.sources import load_attempts
+    from dlbs.results.store import ResultsStore
+
+    database = tmp_path / "results.db"
+    with ResultsStore(database) as store:
+        for gpus, warnings in ((1, []), (2, ["3 recompilations after warm-up"])):
+            params = experiment("resnet50", gpus, 32, None, status=None)
+            store.record_attempt(params["exp.id"], 1, params, "ok", results={
+                "results.time_data": [10.0, 10.0], "results.warnings": warnings})
+    report = build_report(load_attempts([database]), "weak")
+    assert [cell.notes for cell in sorted(report.cells, key=lambda cell: cell.column)] == [
+        [], ["warning: 3 recompilations after warm-up"]]
+    assert report.stats_warnings == []    # a backend's warning contradicts no summary
