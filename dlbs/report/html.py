@@ -78,7 +78,7 @@ def statistics_notes(report: Report) -> list[str]:
     keys = [item.key for item in report.metrics]
     notes = []
     if any(key.startswith(("results.time", "results.throughput", "results.warmup"))
-           or key in ("speedup", "efficiency", "throughput_median", "data_wait_share")
+           or key in ("speedup", "efficiency", "throughput_median", "results.data_wait")
            for key in keys):
         notes.append(BATCH_STATISTICS)
     if any(key.startswith(("results.latency_", "results.qps", "results.target_qps",

@@ -2,11 +2,12 @@
 
 `--columns` names them with or without `results.` (`time_median`, `results.time_median`,
 `use.gpu_util_mean`); `speedup` and `efficiency` exist in scaling reports, `speedup` also in
-a regular report with a baseline (baseline.py). Two values are computed from stored ones
-when a report shows them (`COMPUTED`): `throughput_median`, the throughput at the median
-batch time (effective batch x 1000 / `results.time_median`), and `data_wait_share`, the
-share of a step spent waiting for data (`results.time_data_wait` / `results.time`,
-percent). A cell shows the values of one run of one experiment (select.py): values of
+a regular report with a baseline (baseline.py). `throughput_median`, the throughput at
+the median batch time (effective batch x 1000 / `results.time_median`), is computed from
+stored values when a report shows it (`COMPUTED`); `data_wait`, the share of the timed
+steps spent waiting for input data (0 to 1), is the backend's `results.data_wait`, or, for a
+backend that prints only the mean wait, `results.time_data_wait` / `results.time`
+(`FALLBACKS`). A cell shows the values of one run of one experiment (select.py): values of
 different runs are never combined.
 """
 
@@ -77,7 +78,7 @@ _KNOWN: dict[str, tuple[str, str]] = {
     SPEEDUP: ("speedup", SPEEDUP),
     EFFICIENCY: ("efficiency (%)", EFFICIENCY),
     "throughput_median": ("throughput at the median (inst/s)", "throughput_median"),
-    "data_wait_share": ("data wait (% of a step)", "data_wait_share"),
+    "results.data_wait": ("data wait (share of the step time)", "data_wait"),
 }
 # The monitor's summaries that answer "was the GPU busy?" next to the speed.
 MONITOR_COLUMNS = ("results.use.gpu_util_mean", "results.use.gpu_mem_max",
@@ -163,30 +164,39 @@ def _throughput_median(attempts: Attempts) -> np.ndarray:
             attempts, "results.time_median")
 
 
-def _data_wait_share(attempts: Attempts) -> np.ndarray:
+def _data_wait(attempts: Attempts) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 100.0 * numbers_of(attempts, "results.time_data_wait") / numbers_of(
-            attempts, TIME)
+        return numbers_of(attempts, "results.time_data_wait") / numbers_of(attempts, TIME)
 
 
 # Values computed from stored ones (see the module): key -> per attempt, NaN where none.
-COMPUTED = {"throughput_median": _throughput_median, "data_wait_share": _data_wait_share}
+COMPUTED = {"throughput_median": _throughput_median}
+# Stored values computed from others where a backend did not print them.
+FALLBACKS = {"results.data_wait": _data_wait}
 
 
 def value_numbers(attempts: Attempts, key: str) -> np.ndarray:
     """A value's finite numbers over `attempts` (NaN elsewhere), computed ones included."""
     computed = COMPUTED.get(key)
-    if computed is None:
-        return numbers_of(attempts, key)
-    found = computed(attempts)
-    return np.where(np.isfinite(found), found, np.nan)
+    if computed is not None:
+        found = computed(attempts)
+        return np.where(np.isfinite(found), found, np.nan)
+    stored = numbers_of(attempts, key)
+    fallback = FALLBACKS.get(key)
+    if fallback is not None and np.isnan(stored).any():
+        found = fallback(attempts)
+        stored = np.where(np.isnan(stored) & np.isfinite(found), found, stored)
+    return stored
 
 
 def has_values(attempts: Attempts, key: str) -> np.ndarray:
     """Where a value (computed ones included) is not None."""
     if key in COMPUTED:
         return ~np.isnan(value_numbers(attempts, key))
-    return has_value_of(attempts, key)
+    found = has_value_of(attempts, key)
+    if key in FALLBACKS:
+        found = found | ~np.isnan(value_numbers(attempts, key))
+    return found
 
 
 def cell_values(attempts: Attempts, shown: np.ndarray, metric_: Metric) -> CellValues:

@@ -50,7 +50,7 @@ def spreads(attempts: Attempts, key: str) -> np.ndarray:
     if key.startswith(("results.latency_", "results.qps", "results.max_qps")):
         low, high = numbers_of(attempts, P50), numbers_of(attempts, P90)
     elif key.startswith(("results.time", "results.throughput", "results.warmup_time",
-                         "throughput_median")):
+                         "throughput_median", "results.data_wait")):
         low, high = numbers_of(attempts, TIME), numbers_of(attempts, TIME) + numbers_of(
             attempts, TIME_STD)
     else:

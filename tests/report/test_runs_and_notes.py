@@ -161,12 +161,16 @@ def test_contradicted_summaries_stand_beside_their_row() -> None:
 
 
 def test_the_data_wait_share_is_a_column() -> None:
+    # The backend's share where it printed one (PyTorch), else the mean wait over the mean
+    # step (MXNet prints only results.time_data_wait); none without real data.
     items = records(experiment("resnet50", 1, 32, 80.0, **{"results.time_data_wait": 20.0}),
+                    experiment("resnet18", 1, 32, 80.0, **{"results.time_data_wait": 20.0,
+                                                           "results.data_wait": 0.2}),
                     experiment("vgg16", 1, 32, 50.0))
-    report = build_report(items, Options(columns=["time", "data_wait_share"]))
-    assert {row["model"]: row["data_wait_share"] for row in report.records()} == {
-        "resnet50": 25.0, "vgg16": None}
-    assert "data wait (% of a step)" in render(report, "text")
+    report = build_report(items, Options(columns=["time", "data_wait"]))
+    assert {row["model"]: row["data_wait"] for row in report.records()} == {
+        "resnet50": 0.25, "resnet18": 0.2, "vgg16": None}
+    assert "data wait (share of the step time)" in render(report, "text")
 
 
 def test_a_backend_warning_travels_through_the_results_database(tmp_path: Any) -> None:
