@@ -2,10 +2,10 @@
 
 - `INVALID (LoadGen): why`: LoadGen judged the run invalid (`results.loadgen_valid` false;
   why: `results.loadgen_invalid_reasons`, when the backend recorded it).
-- `warning: ...`: a warning the backend recorded with its results (`results.warnings`; the
-  statistics engine keeps it in `results.stats_warnings`, as `backend: ...`).
-- `summary contradicted: ...`: summary values the backend printed that its per-batch times
-  contradict (`results.stats_warnings`, from the statistics engine).
+- `warning: ...`: each warning recorded with the results (`results.stats_warnings`): what
+  the backend printed (a recompilation inside LoadGen's timed run, a host-bound pace), and
+  the statistics engine's (a summary value the backend printed that its per-batch times
+  contradict).
 - `runs disagree: ...`: the experiment's ok runs differ beyond their spread (runs.py).
 
 Text, markdown and HTML show them in a `notes` column (tables with a column axis: a marker
@@ -24,7 +24,7 @@ from dlbs.report.metrics import Metric
 from dlbs.report.runs import disagreements
 from dlbs.report.select import Selection
 from dlbs.results.columns import Attempts
-from dlbs.results.stats import BACKEND_PREFIX, WARNINGS_KEY, is_backend_warning
+from dlbs.results.stats import WARNINGS_KEY
 
 VALID_KEY = "results.loadgen_valid"
 INVALID_REASONS_KEY = "results.loadgen_invalid_reasons"
@@ -45,15 +45,12 @@ def cell_notes(selection: Selection, metrics: Sequence[Metric]) -> dict[int, lis
         reasons = _texts(attempts, INVALID_REASONS_KEY, shown[cells])
         add(cells, ["INVALID (LoadGen)" + (f": {'; '.join(why)}" if why else "")
                     for why in reasons])
-    # The backend's warnings travel in results.stats_warnings (results/stats.py), which the
-    # store flags: found without reading 100,000 summaries.
+    # Every warning travels in results.stats_warnings (results/stats.py), which the store
+    # flags: found without reading 100,000 summaries.
     column = column_of(attempts, WARNINGS_KEY)
     cells = np.flatnonzero(column.codes[shown] != 0)
     for cell, texts in zip(cells.tolist(), _texts(attempts, WARNINGS_KEY, shown[cells])):
-        for text in texts:
-            notes.setdefault(cell, []).append(
-                f"warning: {text.removeprefix(BACKEND_PREFIX)}" if is_backend_warning(text)
-                else f"summary contradicted: {text}")
+        notes.setdefault(cell, []).extend(f"warning: {text}" for text in texts)
     for cell, found in disagreements(selection, metrics).items():
         others = f" (and {len(found) - 1} other value(s))" if len(found) > 1 else ""
         notes.setdefault(cell, []).append(f"runs disagree: {found[0].describe()}{others}")

@@ -51,7 +51,7 @@ from dlbs.report.ordering import ordered_by_codes, sort_key
 from dlbs.report.scaling import SCALE, scales
 from dlbs.report.select import Filter, Selection, as_text, matching, resolve_key, select
 from dlbs.results.columns import Attempts, Record
-from dlbs.results.stats import WARNINGS_KEY, is_backend_warning
+from dlbs.results.stats import WARNINGS_KEY, is_contradiction
 
 __all__ = ["REPORT_TYPES", "SCALE", "Cells", "Options", "Report", "build_report"]
 
@@ -308,9 +308,9 @@ def _warnings(attempts: Attempts, members: np.ndarray) -> list[str]:
 
 
 def _first_warning(value: Any) -> str | None:
-    """The first of the engine's own warnings (not the backend's: results/stats.py)."""
+    """The first of the engine's contradictions (not the backend's warnings: stats.py)."""
     items = value if isinstance(value, list | tuple) else [value] if value else []
-    return next((str(item) for item in items if not is_backend_warning(str(item))), None)
+    return next((str(item) for item in items if is_contradiction(str(item))), None)
 
 
 def _constants(constant: Sequence[str], rules: KeyRules, values_of: keys_module.ValuesOf,

@@ -12,7 +12,7 @@ milliseconds); dlbs computes the summary from them, the same way whatever the fr
 | `results.time_count` | number of timed batches |
 | `results.throughput` | `exp.effective_batch` x 1000 / `results.time` (instances per second) |
 | `results.warmup_time`, `results.warmup_count` | mean and number of warm-up batches |
-| `results.stats_warnings` | contradicted values (below) and the backend's `results.warnings` |
+| `results.stats_warnings` | contradicted values (below), and the warnings the backend printed |
 
 Percentiles interpolate linearly between the closest ranks (numpy's default method, R's
 type 7), so the median of an even count is the mean of the two middle values.
@@ -42,9 +42,10 @@ SAMPLES_KEY = "results.time_data"
 WARMUP_KEY = "results.warmup_time_data"
 SOURCE_KEY = "results.stats_source"
 WARNINGS_KEY = "results.stats_warnings"
-# What a backend records itself about its results; it joins WARNINGS_KEY with this prefix.
+# Warnings a backend may print about its results besides WARNINGS_KEY; both are kept.
 BACKEND_WARNINGS_KEY = "results.warnings"
-BACKEND_PREFIX = "backend: "
+# What the engine's own warnings say (check_backend_values).
+CONTRADICTION = ", its per-batch times give "
 
 # Keys the engine writes from the samples; a backend's own value of each is checked.
 TIME_KEYS = ("results.time", "results.time_std", "results.time_median", "results.time_p90",
@@ -131,29 +132,31 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str
         summary[SOURCE_KEY] = "dlbs"
         warnings = check_backend_values(results, summary, samples,
                                         params.get("exp.num_replicas"))
-    warnings += backend_warnings(results)
+    warnings = [*backend_warnings(results), *warnings]
     if warnings:
-        summary[WARNINGS_KEY] = warnings
+        summary[WARNINGS_KEY] = list(dict.fromkeys(warnings))
     return summary
 
 
 def backend_warnings(results: Mapping[str, Any]) -> list[str]:
-    """The warnings the backend recorded (`results.warnings`), each as `backend: TEXT`.
+    """The warnings the backend printed itself (`results.stats_warnings`, `results.warnings`).
 
-    They join the engine's in `results.stats_warnings`, which the results store keeps in a
-    column of its own and flags: a report finds every warning of 100,000 attempts without
-    reading their summaries.
+    They are kept beside the engine's, never replaced by them: the results store keeps the
+    list in a column of its own and flags it, so a report finds every warning of 100,000
+    attempts without reading their summaries, and shows each beside its row.
     """
-    found = results.get(BACKEND_WARNINGS_KEY)
-    if found in (None, "", []):
-        return []
-    items = found if isinstance(found, list | tuple) else [found]
-    return [f"{BACKEND_PREFIX}{item}" for item in items if str(item)]
+    found: list[str] = []
+    for key in (WARNINGS_KEY, BACKEND_WARNINGS_KEY):
+        value = results.get(key)
+        items = value if isinstance(value, list | tuple) else [] if value in (None, "") \
+            else [value]
+        found.extend(str(item) for item in items if str(item))
+    return found
 
 
-def is_backend_warning(text: str) -> bool:
-    """Whether a `results.stats_warnings` entry is the backend's own (backend_warnings)."""
-    return text.startswith(BACKEND_PREFIX)
+def is_contradiction(text: str) -> bool:
+    """Whether a warning is the engine's: a printed value its per-batch times contradict."""
+    return CONTRADICTION in text
 
 
 def check_backend_values(printed: Mapping[str, Any], computed: Mapping[str, Any],
@@ -177,7 +180,7 @@ def check_backend_values(printed: Mapping[str, Any], computed: Mapping[str, Any]
         if key == "results.throughput" and _is_count(replicas) and \
                 _close(float(theirs) * int(replicas), float(ours)):
             continue  # one replica's throughput: a convention, not a wrong number
-        warnings.append(f"{key}: the backend printed {theirs!r}, its per-batch times give "
+        warnings.append(f"{key}: the backend printed {theirs!r}{CONTRADICTION}"
                         f"{_short(float(ours))}")
     return warnings
 

@@ -104,3 +104,15 @@ def test_an_unreadable_image_names_the_file_not_a_buffer(tmp_path: Path) -> None
         open_image(b"not an image", "bad.jpg")
     assert str(refused.value) == "bad.jpg: not an image Pillow can read"
     assert "BytesIO" not in str(refused.value)
+
+
+def test_the_engine_keeps_the_warnings_a_backend_printed() -> None:
+    # The LoadGen harness prints results.stats_warnings itself (no per-batch times); with
+    # per-batch times the engine's own contradictions used to replace them.
+    loadgen = summarize({}, {"results.stats_warnings": ["results.recompiles: 2 ..."]})
+    assert loadgen[WARNINGS_KEY] == ["results.recompiles: 2 ..."]
+    both = summarize({"exp.effective_batch": 8}, {
+        "results.time_data": [4.0], "results.time": 5.0,
+        "results.stats_warnings": ["host-bound"], "results.warnings": "slow disk"})
+    assert both[WARNINGS_KEY] == ["host-bound", "slow disk", "results.time: the backend "
+                                  "printed 5.0, its per-batch times give 4"]
