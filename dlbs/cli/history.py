@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.history import build_history, check
     from dlbs.history import render as shown
     from dlbs.report.compare import parse_threshold
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.select import Filter
-    from dlbs.results.sources import load_attempts
     from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise DlbsError(f"--min-change {args.min_change!r} is not a percentage",
                         hint="e.g. --min-change 5% (or 0.05)") from None
     with no_cyclic_gc():
-        history = build_history(load_attempts(args.inputs), by=split_list(args.by),
+        history = build_history(load_inputs(args.inputs), by=split_list(args.by),
                                 filters=[Filter.parse(text) for text in args.filters],
                                 metric=args.metric)
         verdicts = check(history, args.window, args.z, min_change) if args.check else None

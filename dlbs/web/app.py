@@ -29,7 +29,7 @@ from dlbs.errors import DlbsError
 from dlbs.history import build_history, check
 from dlbs.history import render as history_render
 from dlbs.report import REPORT_TYPES, Options, build_report, render
-from dlbs.report.render import TITLES, header_lines, layout
+from dlbs.report.render import header_lines, layout
 from dlbs.report.select import Filter, as_text, matching
 from dlbs.results.columns import Record
 from dlbs.web import charts
@@ -119,7 +119,7 @@ def create_app(location: str) -> Starlette:
             # whole table as CSV (the same engine, the same values).
             grids = [(grid.title, grid.headers, grid.numeric, grid.rows[:PAGE_ROWS])
                      for grid in layout(report)]
-            return page("report_rows.html.j2", heading=TITLES[report.kind], form=form,
+            return page("report_rows.html.j2", heading=report.heading, form=form,
                         lines=header_lines(report), grids=grids, rows=rows, shown=PAGE_ROWS,
                         notes=report.footnotes(),
                         csv_query=urllib.parse.urlencode([*query.multi_items(),
