@@ -24,6 +24,7 @@ from dlbs.config.values import cast, render
 from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
+from dlbs.plan.identity import ID_PARAMS, IdentitySets, default_sources, spec_set_names
 from dlbs.plan.resolver import Override, ResolutionContext, Resolver
 
 ID = "exp.id"
@@ -96,6 +97,8 @@ class Planner:
         self._seen: set[str] = set()
         # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
         self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
+        # What identifies each experiment, stored with it (exp.id_params: identity.py).
+        self.identity_sets = IdentitySets(self.params, spec_set_names(spec, default_sources()))
 
     # -- setup -------------------------------------------------------------------------------
     def _axis_items(self, alternatives: dict[str, list[Any]],
@@ -321,6 +324,10 @@ class Planner:
                 experiment[name] = entry.value
                 if entry.host or name.startswith("results."):
                     excluded = excluded | {name}
+        unset = [name for name in self._when_set if name in experiment
+                 and experiment[name] is None]
+        if unset:
+            excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
             experiment[ID] = identity = self._identity(experiment, excluded)
             with_id = dict(overrides)
@@ -328,11 +335,12 @@ class Planner:
             resolver.overrides = with_id
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
+        if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
+            experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
     def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
-        payload = {name: value for name, value in experiment.items() if name not in excluded
-                   and (value is not None or name not in self._when_set)}
+        payload = {name: value for name, value in experiment.items() if name not in excluded}
         return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
     def _layout(self, resolver: Resolver) -> _Layout:

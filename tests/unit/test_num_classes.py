@@ -76,6 +76,9 @@ def test_num_classes_reaches_the_backend_only_when_set(framework):
     argv = tokens(ten[f"{framework}.args"], "args")
     assert argv[argv.index("--num_classes") + 1] == "10"
     assert ten["exp.id"] != unset["exp.id"]
+    # The identity set stored with each experiment says the same.
+    assert "exp.num_classes" not in sum(unset["exp.id_params"].values(), [])
+    assert "exp.num_classes" in sum(ten["exp.id_params"].values(), [])
 
 
 def test_a_class_count_below_one_is_refused():
