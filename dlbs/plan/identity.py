@@ -2,9 +2,9 @@
 
 `exp.id` hashes every parameter of an experiment except those left out of it (host values,
 `identity: false`, `identity: when_set` while null, what is computed from them or from the
-environment or from `exp.id`, and `results.*`: builder.py). The planner stores that set with each experiment as
-`exp.id_params`, so that reports (dlbs/report/identity.py) read it instead of guessing it
-from today's configs:
+environment or from `exp.id`, and `results.*`: builder.py). The planner stores that set
+with each experiment as `exp.id_params`, so that reports (dlbs/report/identity.py) read it
+instead of guessing it from today's configs:
 
     {"set": [...], "default": [...], "computed": [...]}
 

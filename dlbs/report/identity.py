@@ -2,8 +2,9 @@
 
 An experiment's id (`exp.id`) is a hash of its identity parameters (dlbs/plan/builder.py):
 every parameter except those the configs declare `host: true` or `identity: false`, those
-whose value is computed from such a parameter or from the environment, those computed from
-`exp.id` itself (`exp.log_file`), and `results.*`. The planner stores that set with each
+declared `identity: when_set` whose value is null, those whose value is computed from such a
+parameter or from the environment, those computed from `exp.id` itself (`exp.log_file`),
+and `results.*`. The planner stores that set with each
 experiment (`exp.id_params`, dlbs/plan/identity.py: the parameters the spec set, those at the
 configs' default, the computed ones in the order they are computed), and reports read it:
 they key their rows by the identity parameters, never by host or run-control values, with
@@ -60,6 +61,8 @@ class KeyRules:
     # From stored identity sets: exactly these parameters are identity parameters (None:
     # those that `non_identity` does not name).
     identity: frozenset[str] | None = None
+    # Declared `identity: when_set`: identity parameters only when not null.
+    when_set: frozenset[str] = frozenset()
 
 
 def key_rules(attempts: Attempts | None = None) -> KeyRules:
@@ -132,7 +135,9 @@ def default_rules() -> KeyRules:
                 changed = True
     plain = {name: definition.value for name, definition in params.items() if not refs[name]}
     depths, sources = derivations(refs)
-    return KeyRules(frozenset(non_identity), frozenset(params), plain, depths, sources)
+    when_set = frozenset(name for name, definition in params.items() if definition.when_set)
+    return KeyRules(frozenset(non_identity), frozenset(params), plain, depths, sources,
+                    when_set=when_set)
 
 
 def is_identity_key(key: str, rules: KeyRules) -> bool:
@@ -142,6 +147,12 @@ def is_identity_key(key: str, rules: KeyRules) -> bool:
     if rules.identity is not None:
         return key in rules.identity
     return key not in rules.non_identity
+
+
+def identity_items(experiment: Mapping[str, Any], rules: KeyRules) -> dict[str, Any]:
+    """The identity parameters of `experiment` with their values: what its `exp.id` hashes."""
+    return {key: value for key, value in experiment.items() if is_identity_key(key, rules)
+            and not (value is None and key in rules.when_set)}
 
 
 def device_model(record: Record) -> str | None:
@@ -165,9 +176,7 @@ def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
     experiment = record.experiment
     exp_id = experiment.get("exp.id")
     if exp_id in (None, ""):
-        identity = exact_json.dumps(
-            {key: value for key, value in experiment.items() if is_identity_key(key, rules)},
-            sort_keys=True)
+        identity = exact_json.dumps(identity_items(experiment, rules), sort_keys=True)
         return ("params", identity, device_model(record))
     return ("id", str(exp_id), device_model(record))
 
@@ -225,10 +234,9 @@ def experiment_codes(attempts: Attempts, rules: KeyRules) -> np.ndarray:
     missing = codes == 0 if empty is None else (codes == 0) | (codes == empty)
     if missing.any():
         rows = np.flatnonzero(missing)
-        identities = Column.of([exact_json.dumps(
-            {key: value for key, value in record.experiment.items()
-             if is_identity_key(key, rules)}, sort_keys=True)
-            for record in attempts.records(rows)])
+        identities = Column.of([exact_json.dumps(identity_items(record.experiment, rules),
+                                                 sort_keys=True)
+                                for record in attempts.records(rows)])
         codes[rows] = int(codes.max(initial=0)) + identities.codes
     device = column_of(attempts, DEVICE_MODEL).codes
     combined = codes * (int(device.max(initial=0)) + 1) + device

@@ -15,7 +15,7 @@ from dlbs.config.loader import load_spec
 from dlbs.errors import ResultsError
 from dlbs.plan.builder import plan
 from dlbs.report import Options, build_report, render
-from dlbs.report.identity import experiment_identity, is_identity_key, key_rules
+from dlbs.report.identity import experiment_identity, identity_items, key_rules
 from dlbs.report.select import Filter
 from tests.report.conftest import REPO, record, records
 from tests.results.helpers_results import experiment, write_log
@@ -28,7 +28,7 @@ def test_identity_keys_are_what_the_planner_hashes(spec: Path) -> None:
     # The report's rule for identity parameters reproduces every example's exp.id.
     rules = key_rules()
     for item in plan(load_spec(spec)):
-        identity = {k: v for k, v in item.items() if k != "exp.id" and is_identity_key(k, rules)}
+        identity = {k: v for k, v in identity_items(item, rules).items() if k != "exp.id"}
         digest = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS))
         assert digest.hexdigest()[:12] == item["exp.id"], item["exp.log_file"]
 
