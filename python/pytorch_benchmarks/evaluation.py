@@ -31,6 +31,7 @@ from benchmark_common.system import ResidentSamples, TopK
 from . import distributed
 from .cli import Options
 from .errors import UserError
+from .flops import flops_results
 from .models import ModelSpec, get_model_spec, load_model_file
 from .runner import (
     _TORCH_DTYPES,
@@ -279,6 +280,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
     except (DatasetError, EvaluationSetupError, LabelsError) as error:
         raise UserError(str(error)) from None
     results["results.mem_peak"] = peak_memory_mib(device)
+    results.update(flops_results(spec.model_id, spec.input_shape, False, device))
     return results
 
 
