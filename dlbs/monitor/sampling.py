@@ -38,7 +38,7 @@ import time
 from . import proc
 from .gpu import QUERY_TIMEOUT, GpuQueryError, NvidiaSmi, QueryCancelled
 from .logmarks import LogMarks
-from .nvml import AUTO, open_nvml
+from .nvml import AUTO, NvmlGpus, open_nvml
 from .rapl import POWERCAP, open_rapl
 
 #: Consecutive failed GPU queries (NVML or nvidia-smi) after which the GPUs are no longer queried.
@@ -277,7 +277,7 @@ class Sampler:
             return result
         if "gpu_util" in result and "gpu_power" not in result:
             # Some GPUs (and MIG slices) report no power draw: say why the series is absent.
-            program = self._gpu_query.program if self._gpu_query is not None else "nvidia-smi"
+            program = "NVML" if isinstance(self._gpu_query, NvmlGpus) else "nvidia-smi"
             self.warn(f"no gpu_power series: {program} reported no power draw")
         return result
 
