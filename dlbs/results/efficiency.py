@@ -31,6 +31,9 @@ from dlbs.config.loader import default_config_dir
 
 #: The peak table, relative to the default configs' folder.
 PEAK_TABLE = Path("peaks") / "gpu_peak_tflops.yaml"
+#: The keys this module writes.
+COMPUTED_KEYS = ("results.achieved_tflops", "results.peak_tflops", "results.peak_source",
+                 "results.mfu", "results.mfu_unavailable", "results.gpu_mem_peak_mb")
 #: exp.dtype -> the math it runs on (float32 on tensor cores is TF32, exp.use_tensor_core).
 _HALF = {"float16": "fp16", "bfloat16": "bf16"}
 

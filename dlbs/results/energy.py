@@ -42,6 +42,11 @@ POWER_INTEGRAL = "power integral"
 DISAGREEMENT = 0.10
 #: The monitor's text saying why it has no counter (dlbs.monitor.sampling.ENERGY_UNAVAILABLE).
 MONITOR_REASON = "energy_unavailable"
+#: The keys this module writes (and `results.energy_j.<node>[.gpu<i>]`, `.gpu<i>`).
+COMPUTED_KEYS = ("results.energy_j", "results.energy_interval_s", "results.power_avg_w",
+                 "results.energy_per_sample_j", "results.samples_per_joule",
+                 "results.energy_source", "results.energy_warnings",
+                 "results.energy_unavailable")
 
 
 def counter_at(times: Sequence[Any], values: Sequence[Any], moment: float) -> float | None:
