@@ -44,7 +44,7 @@ def test_a_pytorch_model_is_exported_once_then_reused(tmp_path):
     spec = get_model_spec("sensor_net")
     forward, _ = count_flops_per_sample(spec.build, spec.input_shape, training=False)
     assert first.values["results.flops_per_sample"] == forward
-    assert first.values["results.timed_start"] < first.values["results.timed_end"]
+    assert first.values["results.timed_start"] < first.values["results.timed_end"]  # same format
     # One file per model, dtype, batch and weights; nothing else left in the cache.
     assert [p.name for p in tmp_path.iterdir()] == ["sensor_net-float32-b2-seed0.onnx"]
     second = sensor_net(tmp_path, "--graph_optimization_level", "disabled")
