@@ -38,6 +38,11 @@ from dlbs.results import usage
 NVML = "nvml counter"
 RAPL = "rapl counter"
 POWER_INTEGRAL = "power integral"
+#: How far outside its samples a counter is still read (on the line through the nearest
+#: two): the monitor samples within a poll (20 ms) after it sees a mark, and the attempt's
+#: clock and the monitor's start a few milliseconds apart, so the start mark of a backend
+#: that marks before the monitor's first regular sample lies just before its first sample.
+REACH_S = 0.1
 #: Counter and power integral further apart than this (relative) get a warning.
 DISAGREEMENT = 0.10
 #: The monitor's text saying why it has no counter (dlbs.monitor.sampling.ENERGY_UNAVAILABLE).
@@ -49,18 +54,20 @@ COMPUTED_KEYS = ("results.energy_j", "results.energy_interval_s", "results.power
                  "results.energy_unavailable")
 
 
-def counter_at(times: Sequence[Any], values: Sequence[Any], moment: float) -> float | None:
+def counter_at(times: Sequence[Any], values: Sequence[Any], moment: float,
+               reach: float = REACH_S) -> float | None:
     """A counter's value at `moment`, linear between the finite samples around it, or None.
 
-    None when `moment` lies outside the samples: a counter is never extrapolated.
+    A moment up to `reach` seconds before the first sample or after the last is read on the
+    line through the two nearest samples (see REACH_S); farther out, None.
     """
     points = _finite_points(times, values)
-    if not points or not points[0][0] <= moment <= points[-1][0]:
+    if not points or not points[0][0] - reach <= moment <= points[-1][0] + reach:
         return None
     clock = [t for t, _ in points]
-    right = bisect.bisect_left(clock, moment)
-    if clock[right] == moment:
-        return points[right][1]
+    right = min(max(bisect.bisect_left(clock, moment), 1), len(points) - 1)
+    if clock[right] == moment or len(points) == 1:
+        return points[right][1] if clock[right] == moment else None
     (t0, v0), (t1, v1) = points[right - 1], points[right]
     return v0 + (v1 - v0) * (moment - t0) / (t1 - t0)
 

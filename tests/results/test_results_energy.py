@@ -157,6 +157,11 @@ def test_counter_and_integral_of_one_power_series_agree(watts, a, b) -> None:
 
 def test_a_counter_is_never_extrapolated_and_never_goes_back() -> None:
     assert energy.counter_at([1.0, 2.0], [10.0, 20.0], 0.5) is None
+    # A mark just before the first sample (the monitor sampled 20 ms after seeing it) is
+    # read on the line through the first two samples.
+    assert energy.counter_at([1.0, 2.0], [10.0, 20.0], 0.95) == pytest.approx(9.5)
+    assert energy.counter_at([1.0, 2.0], [10.0, 20.0], 2.05) == pytest.approx(20.5)
+    assert energy.counter_at([1.0], [10.0], 1.05) is None
     assert energy.counter_at([1.0, 2.0, 3.0], [10.0, math.nan, 30.0], 2.5) == 25.0
     assert energy.counter_energy([1.0, 2.0, 3.0], [10.0, 20.0, 5.0], 1.0, 3.0) is None
     # Power holds its nearest sample for up to `hold` seconds beyond the samples.
