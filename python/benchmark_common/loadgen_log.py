@@ -1,7 +1,7 @@
 """LoadGen's own measurements, read back from its detail log (`mlperf_log_detail.txt`).
 
 Each line of the detail log is `:::MLLOG {json}` with a `key` and a `value`; the `result_*`
-keys of the run LoadGen reports come last (FindPeakPerformance logs only the peak's run).
+keys of the run LoadGen reports come last.
 Latencies there are nanoseconds; the keys this module returns are in milliseconds, as
 docs/backends/protocol.md section 4 says.
 """
@@ -14,7 +14,6 @@ from typing import Any
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 SUMMARY_LOG = "mlperf_log_summary.txt"
-PEAK_MESSAGE = "FindPeakPerformance: Found peak performance field: "
 #: results.latency_* <- result_<percentile>_percentile_latency_ns.
 PERCENTILES = (("latency_p50", "50.00"), ("latency_p90", "90.00"), ("latency_p95", "95.00"),
                ("latency_p99", "99.00"), ("latency_p999", "99.90"))
@@ -42,13 +41,6 @@ class LoadGenLog:
                     self.messages.append(str(value))
                 if (entry.get("metadata") or {}).get("is_error"):
                     self.errors.append(f"{key}: {value}")
-
-    def peak_qps(self) -> float | None:
-        """FindPeakPerformance's peak query rate, None when the search never started."""
-        for message in reversed(self.messages):
-            if message.startswith(PEAK_MESSAGE):
-                return float(message[len(PEAK_MESSAGE):])
-        return None
 
     def results(self) -> dict[str, Any]:
         """The protocol's `results.*` keys of the reported run (see the module doc)."""
