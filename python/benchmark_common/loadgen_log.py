@@ -19,6 +19,13 @@ PERCENTILES = (("latency_p50", "50.00"), ("latency_p90", "90.00"), ("latency_p95
                ("latency_p99", "99.00"), ("latency_p999", "99.90"))
 
 
+#: LoadGen's checks of a run (detail-log keys, false when the check failed) and their words.
+INVALID_CHECKS = (("result_min_duration_met", "min duration not met"),
+                  ("result_min_queries_met", "min query count not met"),
+                  ("result_perf_constraints_met", "latency bound not met"),
+                  ("early_stopping_met", "early stopping's percentile bound not met"))
+
+
 class LoadGenLog:
     """The last value of every key of a detail log, and its messages in order."""
 
@@ -71,7 +78,17 @@ class LoadGenLog:
             found["results.num_samples"] = count * samples_per_query
         if "result_validity" in values:
             found["results.loadgen_valid"] = values["result_validity"] == "VALID"
+            if not found["results.loadgen_valid"]:
+                found["results.loadgen_invalid_reasons"] = self.invalid_reasons()
         return found
+
+    def invalid_reasons(self) -> list[str]:
+        """Why LoadGen judged its run INVALID: each of its checks that failed, in words."""
+        reasons = [reason for key, reason in INVALID_CHECKS if self.values.get(key) is False]
+        detail = self.values.get("early_stopping_result")
+        if self.values.get("early_stopping_met") is False and isinstance(detail, str) and detail:
+            reasons.append(f"early stopping: {detail.strip()}")
+        return reasons or [f"LoadGen's validity: {self.values.get('result_validity')}"]
 
 
 def _first_number(values: dict[str, Any], *keys: str) -> float | None:

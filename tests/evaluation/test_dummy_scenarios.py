@@ -272,3 +272,30 @@ def test_sigterm_while_loadgen_runs_ends_in_a_failure(tmp_path):
     assert process.returncode != 0
     assert '__results.status__="failure"' in stdout
     assert "terminated by SIGTERM" in stdout, stdout + stderr
+
+
+def test_an_overloaded_server_run_says_why_it_is_invalid(tmp_path):
+    # Twice what the system serves, under a bound of two batches: LoadGen's latency check
+    # fails, and the backend records that reason beside the verdict.
+    values = scenario(tmp_path, "server", "--target_qps", str(2 * CAPACITY),
+                      "--latency_bound_ms", str(2 * SERVICE_S * 1000))
+    assert values["results.loadgen_valid"] is False
+    assert "latency bound not met" in values["results.loadgen_invalid_reasons"]
+
+
+def test_invalid_reasons_name_each_failed_check(tmp_path):
+    from benchmark_common.loadgen_log import DETAIL_LOG, LoadGenLog
+
+    lines = [("result_validity", "INVALID"), ("result_min_duration_met", False),
+             ("result_min_queries_met", True), ("early_stopping_met", False),
+             ("early_stopping_result", " * Only processed 10 queries.\n")]
+    (tmp_path / DETAIL_LOG).write_text("".join(
+        ":::MLLOG " + json.dumps({"key": key, "value": value}) + "\n" for key, value in lines))
+    found = LoadGenLog(str(tmp_path)).results()
+    assert found["results.loadgen_valid"] is False
+    assert found["results.loadgen_invalid_reasons"] == [
+        "min duration not met", "early stopping's percentile bound not met",
+        "early stopping: * Only processed 10 queries."]
+    (tmp_path / DETAIL_LOG).write_text(
+        ":::MLLOG " + json.dumps({"key": "result_validity", "value": "VALID"}) + "\n")
+    assert "results.loadgen_invalid_reasons" not in LoadGenLog(str(tmp_path)).results()
