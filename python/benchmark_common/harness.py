@@ -64,6 +64,7 @@ from .accuracy import AccuracyCounter, read_labels
 from .loadgen_log import LoadGenLog
 from .options import EvaluationOptions
 from .system import InferenceSystem
+from .timed_marks import TimedMarks, print_line
 
 #: The version dlbs pins (pyproject.toml); another one is used, and named in the log.
 LOADGEN_VERSION = "6.0.17"
@@ -326,7 +327,11 @@ class _Harness:
                 if self.scenario == "max_qps":
                     results, serving = self._find_peak(sut, qsl, calibrated["rate_qps"])
                 else:
-                    self._start(sut, qsl, self._settings(calibrated))
+                    settings = self._settings(calibrated)
+                    marks = TimedMarks.for_this_process(print_line)  # the energy's interval
+                    marks.start()
+                    self._start(sut, qsl, settings)
+                    marks.end()
                     serving = self._serving
                     self.say(serving.line())
                     results = self._results()

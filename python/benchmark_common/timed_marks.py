@@ -12,7 +12,9 @@ numpy, marks with its own `emit`.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,12 @@ TIMED_END = "results.timed_end"
 def _now_iso() -> str:
     # datetime.UTC is Python 3.11+; this package runs on 3.8 too.
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")  # noqa: UP017
+
+
+def print_line(key: str, value: Any) -> None:
+    """Print `__key__=json` on stdout and flush: for code that has no printer of its own."""
+    sys.stdout.write(f"__{key}__={json.dumps(value)}\n")
+    sys.stdout.flush()
 
 
 class TimedMarks:
