@@ -141,7 +141,7 @@ def test_compare_refuses_a_column_no_experiment_has() -> None:
 
 @pytest.mark.slow
 def test_the_commands_on_a_database(tmp_path: Path, dlbs: Any) -> None:
-    """report --type efficiency, plot --preset efficiency and compare --columns as commands."""
+    """The commands: report --type efficiency, plot --preset efficiency, compare --columns."""
     database = tmp_path / "results.db"
     with ResultsStore(str(database)) as store:
         for batch, speed, watts in SWEEP:
