@@ -42,7 +42,7 @@ from dlbs.config.loader import load_spec  # noqa: E402
 from dlbs.plan.builder import plan  # noqa: E402
 from dlbs.plan.identity import ID_PARAMS, SET  # noqa: E402
 from dlbs.report.identity import is_identity_key, key_rules  # noqa: E402
-from dlbs.results.store import Attempt, ResultsStore  # noqa: E402
+from dlbs.results.store import Attempt, open_store  # noqa: E402
 
 MODELS = [f"model{index:02d}" for index in range(25)]
 BATCHES = [32, 64, 128, 256]
@@ -119,7 +119,7 @@ def results(rng: np.random.Generator, experiment: dict, batches: int, factor: fl
 def build(path: Path, items: list[dict], batches: int, seed: int, slow: set[int]) -> None:
     """A database of one ok attempt per experiment (rebuilt unless it has them all)."""
     if path.exists():
-        with ResultsStore(path) as store:
+        with open_store(path) as store:
             if len(store.latest_statuses()) == len(items):
                 return
         path.unlink()
@@ -138,7 +138,7 @@ def build(path: Path, items: list[dict], batches: int, seed: int, slow: set[int]
                           ended.isoformat())
 
     began = time.perf_counter()
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         store.record_attempts(attempts())
     print(f"built {path} ({len(items)} experiments) in {time.perf_counter() - began:.0f} s; "
           f"{path.stat().st_size / 2**20:.0f} MiB", flush=True)

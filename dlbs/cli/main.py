@@ -33,6 +33,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "steps (from its trace, log or results DB)"),
     "predict": ("dlbs.cli.predict", "the top classes of image files, from a model and its "
                 "weights"),
+    "results": ("dlbs.cli.results", "copy results between stores (SQLite files, PostgreSQL "
+                "URLs, log folders)"),
+    "history": ("dlbs.cli.history", "each configuration's results over run tags; --check: "
+                "exit 1 on a regression"),
+    "serve": ("dlbs.cli.serve", "a read-only web application over a results store"),
 }
 
 

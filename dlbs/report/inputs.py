@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from dlbs.results.columns import Attempts
 from dlbs.results.sources import find_logs, load_attempts
-from dlbs.results.store import is_sqlite_file
+from dlbs.results.store import is_store
 
 DATABASE = "results.db"
 
@@ -57,6 +57,6 @@ def _databases(folder: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(folder):
         dirs.sort()
-        if DATABASE in files and is_sqlite_file(os.path.join(root, DATABASE)):
+        if DATABASE in files and is_store(os.path.join(root, DATABASE)):
             found.append(os.path.join(root, DATABASE))
     return found

@@ -30,7 +30,7 @@ from dlbs.results import stats
 from dlbs.results.columns import Attempts, Part, Record, RecordsPart
 from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.schema import epoch
-from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.results.store import is_store, is_store_url, open_store, store_name
 from dlbs.results.summary import is_summary_value, summarize
 
 __all__ = ["Attempts", "Detail", "Loaded", "Record", "load_attempts", "load_experiments"]
@@ -147,7 +147,9 @@ def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]
     """("log" | "database" | "json", path) of each input file; folders give their logs."""
     for raw in paths:
         path = os.fspath(raw)
-        if os.path.isdir(path):
+        if is_store_url(path):
+            yield "database", path
+        elif os.path.isdir(path):
             logs = find_logs(path)
             if not logs:
                 raise ResultsError(
@@ -160,7 +162,7 @@ def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]
             raise ResultsError(f"cannot read {path}: not a regular file",
                                hint="name log files, folders, results databases or JSON files")
         elif os.path.isfile(path):
-            if is_sqlite_file(path):
+            if is_store(path):
                 yield "database", path
             elif path.lower().endswith(DATABASE_SUFFIXES):
                 # What `dlbs run` says of such a file, rather than "no results in a log".
@@ -207,8 +209,9 @@ def _load_log(path: str, loaded: Loaded, detail: Detail) -> None:
     loaded.records.append(record)
 
 
-def _load_database(path: str, loaded: Loaded, detail: Detail) -> None:
-    with ResultsStore(path, read_only=True) as store:
+def _load_database(location: str, loaded: Loaded, detail: Detail) -> None:
+    path = store_name(location)   # a URL without its password: where the records came from
+    with open_store(location, read_only=True) as store:
         if not detail.summaries:
             for experiment in store.experiments():
                 loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))

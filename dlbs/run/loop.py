@@ -23,9 +23,12 @@ turn comes (a full disk) is recorded as a failure with the reason, and the sweep
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from dlbs.errors import ConfigError, LaunchError, ResultsError
@@ -33,7 +36,8 @@ from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch, host_access
 from dlbs.recipes.tracing import untraced_note
-from dlbs.run import policy
+from dlbs.results.store import ResultsStore, is_store_url, store_name
+from dlbs.run import oom_limits, policy
 from dlbs.run.host_check import HostCheck
 from dlbs.run.interrupts import StopRequest
 from dlbs.run.lock import RunLock
@@ -45,6 +49,7 @@ from dlbs.run.recording import (
     Reporter,
     Summary,
     log_dir,
+    run_tag,
     store_path,
 )
 from dlbs.run.resume import EarlierRuns
@@ -122,6 +127,21 @@ class Sweep:
                                   hint="keep the default configs (no --no-defaults), or "
                                        "define them in the spec")
         self.settings = SweepSettings.of(self.experiments)
+        # An experiment without runtime.run_tag is recorded under the time this run began
+        # (its point in the history); resuming it still looks at every attempt, as before
+        # tags (docs/results.md). The tags the user set decide how each one resumes.
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        self._resume_tags = {id(e): run_tag(e) for e in self.experiments}
+        for experiment in self.experiments:
+            if self._resume_tags[id(experiment)] is None:
+                experiment["runtime.run_tag"] = started
+            # What is recorded and logged names a store without the password its URL may
+            # hold; the recorder keeps the URL itself to open it (docs/results.md).
+            location = store_path(experiment)
+            if is_store_url(location):
+                shown = store_name(location)
+                self.recorder.locations[shown] = location
+                experiment["runtime.results_db"] = shown
 
     @property
     def summary(self) -> Summary:
@@ -132,17 +152,23 @@ class Sweep:
         with contextlib.ExitStack() as stack:
             for folder in sorted({log_dir(e) for e in self.experiments}):
                 stack.enter_context(RunLock(folder))
-            # A database shared by runs with other log folders: each would close the other's
-            # live attempts as cut off.
-            for database in sorted({store_path(e) for e in self.experiments}):
-                stack.enter_context(RunLock.of_database(database))
             stack.callback(self._close)
+            # Each store's run lock, and what this run may settle in it: runs with other log
+            # folders (or hosts) on one store would close each other's live attempts
+            # (ResultsStore.claim: one run at a time on SQLite, one per host and folder on
+            # PostgreSQL).
+            for location, store in self.recorder.all_stores(self.experiments):
+                folders = sorted({os.path.abspath(log_dir(e)) for e in self.experiments
+                                  if store_path(e) == location})
+                stack.enter_context(store.claim(socket.gethostname(), folders))
             stack.enter_context(self.stop.catching())
             reattached = EarlierRuns(self.recorder, self.targets).settle(self.experiments)
             self._reattached = {attempt.exp_id for attempt, _ in reattached}
-            # One query per database, not one per experiment: sweeps can be long.
-            latest = {path: store.latest_statuses()
-                      for path, store in self.recorder.all_stores(self.experiments)}
+            # One query per database (and run tag), not one per experiment: sweeps can be long.
+            latest: dict[tuple[str, str | None], dict[str, str]] = {}
+            for experiment in self.experiments:
+                _resume_statuses(self.recorder.store(experiment), store_path(experiment),
+                                 self._resume_tags[id(experiment)], latest)
             decisions = [(e, self._decide(e, latest)) for e in self.experiments]
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
@@ -168,13 +194,13 @@ class Sweep:
                    ).drive(pending, reattached)
         return self.summary
 
-    def _decide(self, experiment: Experiment, latest: Mapping[str, Mapping[str, str]]
-                ) -> policy.Decision:
+    def _decide(self, experiment: Experiment,
+                latest: Mapping[tuple[str, str | None], Mapping[str, str]]) -> policy.Decision:
         if experiment["exp.id"] in self._reattached:
             return policy.Decision(policy.IGNORE, "its job was re-attached")
+        statuses = latest[(store_path(experiment), self._resume_tags[id(experiment)])]
         return self._host_checked(experiment, policy.decide(
-            experiment, latest[store_path(experiment)].get(experiment["exp.id"]),
-            self.recorder.oom_limit(experiment)))
+            experiment, statuses.get(experiment["exp.id"]), self.recorder.oom_limit(experiment)))
 
     def _host_checked(self, experiment: Experiment, decision: policy.Decision
                       ) -> policy.Decision:
@@ -192,18 +218,19 @@ class Sweep:
         Reads the results stores that exist (never creates one) to tell what is already
         done; takes no lock and runs nothing.
         """
-        stores = dict(Recorder.existing_stores(self.experiments))
+        stores = dict(self.recorder.existing_stores(self.experiments))
         previews = []
         to_run: list[Job] = []
+        latest: dict[tuple[str, str | None], dict[str, str]] = {}
         try:
-            latest = {path: store.latest_statuses() if store else {}
-                      for path, store in stores.items()}
             for experiment in self.experiments:
                 path = store_path(experiment)
                 store = stores[path]
-                oom = store.oom_limit(*policy.oom_key(experiment)) if store else None
+                statuses = _resume_statuses(store, path, self._resume_tags[id(experiment)],
+                                            latest)
+                oom = oom_limits.oom_limit(store, policy.oom_key(experiment)) if store else None
                 decision = self._host_checked(experiment, policy.decide(
-                    experiment, latest[path].get(experiment["exp.id"]), oom))
+                    experiment, statuses.get(experiment["exp.id"]), oom))
                 request = None
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
@@ -284,3 +311,13 @@ class Sweep:
         self.recorder.close()
         self.targets.close()
 
+
+def _resume_statuses(store: ResultsStore | None, location: str, tag: str | None,
+                     latest: dict[tuple[str, str | None], dict[str, str]]) -> dict[str, str]:
+    """The statuses resuming reads: per tag and host when the user set a tag (memoised)."""
+    key = (location, tag)
+    if key not in latest:
+        latest[key] = {} if store is None else (
+            store.latest_statuses() if tag is None else
+            store.latest_statuses(tag, socket.gethostname()))
+    return latest[key]

@@ -10,6 +10,7 @@ stay in the thread that opened them.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ from typing import Any, Protocol
 
 from dlbs.recipes import Invocation
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore
-from dlbs.run import marks, policy
+from dlbs.results.store import ResultsStore, open_existing_store, open_store
+from dlbs.run import marks, oom_limits, policy
 from dlbs.run.environment import collect_environment
 from dlbs.run.interrupts import STOPPED_STATUS
 from dlbs.run.job_results import (
@@ -94,9 +95,21 @@ class Attempt:
 
 
 def store_path(experiment: Mapping[str, Any]) -> str:
-    """The results database an experiment is recorded in."""
+    """The results store an experiment is recorded in: a path, or a database URL."""
     return str(experiment.get("runtime.results_db") or
                os.path.join(log_dir(experiment), "results.db"))
+
+
+def run_tag(experiment: Mapping[str, Any]) -> str | None:
+    """The experiment's runtime.run_tag; None when it has none (see Sweep)."""
+    tag = experiment.get("runtime.run_tag")
+    return str(tag) if tag not in (None, "") else None
+
+
+def run_fields(experiment: Mapping[str, Any]) -> tuple[str | None, str, str]:
+    """(run_tag, run_host, run_folder) that the store records with each attempt."""
+    return (run_tag(experiment), socket.gethostname(),
+            os.path.abspath(log_dir(experiment)))
 
 
 def log_dir(experiment: Mapping[str, Any]) -> str:
@@ -113,13 +126,16 @@ class Recorder:
     summary: Summary = field(default_factory=Summary)
     _stores: dict[str, ResultsStore] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
+    #: A store's URL by the name the experiments give it (its URL without a password).
+    locations: dict[str, str] = field(default_factory=dict)
 
     # -- the stores ----------------------------------------------------------------------
     def store(self, experiment: Mapping[str, Any]) -> ResultsStore:
         """The experiment's results store, opened (created) once."""
         path = store_path(experiment)
         if path not in self._stores:
-            self._stores[path] = ResultsStore(path)  # creates its folder, or says why not
+            # Created when missing (an SQLite file's folder too), or says why not.
+            self._stores[path] = open_store(self.locations.get(path, path))
         return self._stores[path]
 
     def all_stores(self, experiments: Sequence[Mapping[str, Any]]
@@ -129,16 +145,15 @@ class Recorder:
             self.store(experiment)
         return list(self._stores.items())
 
-    @staticmethod
-    def existing_stores(experiments: Sequence[Mapping[str, Any]]
+    def existing_stores(self, experiments: Sequence[Mapping[str, Any]]
                         ) -> Iterator[tuple[str, ResultsStore | None]]:
-        """Each distinct results database of the plan, opened read-only when it exists."""
+        """Each distinct results store of the plan, opened when it exists (none is made)."""
         for path in dict.fromkeys(store_path(e) for e in experiments):
-            yield path, ResultsStore(path, create=False) if os.path.isfile(path) else None
+            yield path, open_existing_store(self.locations.get(path, path))
 
     def oom_limit(self, experiment: Mapping[str, Any]) -> int | None:
         """The smallest replica batch of the experiment's kind known to run out of memory."""
-        return self.store(experiment).oom_limit(*policy.oom_key(experiment))
+        return oom_limits.oom_limit(self.store(experiment), policy.oom_key(experiment))
 
     def environment(self) -> dict[str, Any]:
         """The environment of the machine that runs dlbs, collected once per sweep."""
@@ -173,9 +188,12 @@ class Recorder:
         # Recorded before it starts: whatever it starts carries the mark's token.
         mark = marks.new_mark(job.target.name) if isinstance(job.target, ProcessTarget) \
             else None
-        store.record_start(exp_id, number, experiment, log_path=log_path,
-                           environment=self.environment(),
-                           job_id=marks.encode(mark) if mark else None)
+        # The number is taken in the write itself: on a shared store another run may have
+        # started this experiment meanwhile (the log keeps the number it was made with).
+        number = store.record_start(exp_id, None, experiment, log_path=log_path,
+                                    environment=self.environment(),
+                                    job_id=marks.encode(mark) if mark else None,
+                                    run=run_fields(experiment))
         self.reporter.started(experiment, log_path)
         return Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark)
 
@@ -185,9 +203,9 @@ class Recorder:
         experiment = job.experiment
         where = log_path or str(experiment["exp.log_file"])
         reason = f"could not start: cannot write its log {where}: {error.strerror or error}"
-        store.record_attempt(experiment["exp.id"], number, experiment, "failure",
+        store.record_attempt(experiment["exp.id"], None, experiment, "failure",
                              status_msg=reason, log_path=log_path,
-                             environment=self.environment())
+                             environment=self.environment(), run=run_fields(experiment))
         self.summary.add("failure")
         self.summary.failures.append((experiment, "failure", reason, log_path))
         self.reporter.finished(experiment, "failure", reason, log_path, 0.0)
@@ -201,10 +219,9 @@ class Recorder:
         self._not_run(experiment, "failure", reason)
 
     def _not_run(self, experiment: Experiment, status: str, reason: str) -> None:
-        store = self.store(experiment)
-        exp_id = experiment["exp.id"]
-        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, status,
-                             status_msg=reason, environment=self.environment())
+        self.store(experiment).record_attempt(
+            experiment["exp.id"], None, experiment, status, status_msg=reason,
+            environment=self.environment(), run=run_fields(experiment))
         self.summary.add(status)
         if status in FAILED:
             self.summary.failures.append((experiment, status, reason, None))
@@ -239,8 +256,8 @@ class Recorder:
                                  status_msg=verdict.message, results=verdict.results,
                                  environment=environment)
         if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
-            attempt.store.record_oom(*policy.oom_key(experiment),
-                                     experiment["exp.replica_batch"], exp_id=attempt.exp_id)
+            oom_limits.record_oom(attempt.store, policy.oom_key(experiment),
+                                  experiment["exp.replica_batch"], exp_id=attempt.exp_id)
         self.summary.add(verdict.status)
         if verdict.status != "ok":
             self.summary.failures.append((experiment, verdict.status, verdict.message,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.results.store import is_store, is_store_url, open_store, store_name
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
 
 TRACE_KEY = "results.trace_file"
@@ -44,6 +44,8 @@ class Located:
 
 def locate(source: str, exp_id: str | None = None) -> Located:
     """The trace that `source` (and, for a database, `exp_id`) names."""
+    if is_store_url(source):
+        return _from_database(source, exp_id)
     if not os.path.exists(source):
         raise TraceError(f"{source}: no such file")
     if os.path.isdir(source):
@@ -58,7 +60,7 @@ def locate(source: str, exp_id: str | None = None) -> Located:
                              if found else "run an experiment with exp.trace_level set "
                                            "(docs/tracing.md)")
         return Located(found[0], source)
-    if is_sqlite_file(source):
+    if is_store(source):
         return _from_database(source, exp_id)
     if exp_id is not None:
         raise TraceError(f"--id {exp_id}: {source} is not a results database",
@@ -71,7 +73,7 @@ def locate(source: str, exp_id: str | None = None) -> Located:
 def database_in(folder: str) -> str | None:
     """The folder's results database (`results.db`, as exp.log_dir holds it), if any."""
     database = os.path.join(folder, FOLDER_DATABASE)
-    return database if is_sqlite_file(database) else None
+    return database if is_store(database) else None
 
 
 def traces_in(folder: str) -> list[str]:
@@ -80,7 +82,7 @@ def traces_in(folder: str) -> list[str]:
              if path.name.endswith(TRACE_SUFFIXES) and path.is_file()}
     database = database_in(folder)
     if database is not None:
-        with ResultsStore(database, read_only=True) as store:  # a reader (docs/security.md)
+        with open_store(database, read_only=True) as store:  # a reader (docs/security.md)
             named = {a.results.get(TRACE_KEY) for a in store.attempts()}
         for trace in sorted(t for t in named if isinstance(t, str) and t):
             try:
@@ -112,8 +114,9 @@ def _from_log(path: str) -> Located:
     return Located(_existing(trace, path), path, values.get("exp.id"))
 
 
-def _from_database(path: str, exp_id: str | None) -> Located:
-    with ResultsStore(path, read_only=True) as store:  # a reader (docs/security.md)
+def _from_database(location: str, exp_id: str | None) -> Located:
+    path = store_name(location)
+    with open_store(location, read_only=True) as store:  # a reader (docs/security.md)
         attempts = store.attempts(exp_id) if exp_id else store.attempts()
     traced = [a for a in attempts if isinstance(a.results.get(TRACE_KEY), str)
               and a.results[TRACE_KEY]]

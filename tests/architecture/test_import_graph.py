@@ -1,10 +1,10 @@
 """The shape of the code: imports point down the pipeline, and targets read only invocations.
 
 The pipeline, lowest first: errors, util -> config -> plan -> recipes -> results -> monitor ->
-run -> report -> cli. A package may import its own modules and any package below it, never
-one above (function-level imports included: a cycle hidden in a function is still a cycle).
-The framework recipes (`launchers/`, installed as `dlbs.launchers`) are plugins found through
-entry points: no module of dlbs imports them by name.
+run -> report -> history -> web -> cli. A package may import its own modules and any package
+below it, never one above (function-level imports included: a cycle hidden in a function is
+still a cycle). The framework recipes (`launchers/`, installed as `dlbs.launchers`) are
+plugins found through entry points: no module of dlbs imports them by name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ["errors", "util", "config", "plan", "recipes", "results", "traces", "monitor", "run",
-          "report", "cli"]
+          "report", "history", "web", "cli"]
 #: The package's own root module (dlbs/__init__.py: the version) sits below everything.
 ROOT = "dlbs"
 

@@ -382,7 +382,7 @@ def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> N
     Nor while it has other hard links (no run gets it then); a different database, given
     the same name elsewhere, is never locked by it. Every refusal is one line.
     """
-    from dlbs.run.lock import RunLock
+    from dlbs.results.sqlite_store import DatabaseLock
 
     folders, name, exists, aliases = case
     with tempfile.TemporaryDirectory() as folder:
@@ -396,18 +396,18 @@ def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> N
             alias = _alias(root, database, names, kind, number, alias_name)
             if alias is not None:
                 names.append(alias)
-        holder = RunLock.of_database(database)
+        holder = DatabaseLock(database)
         try:
             holder.acquire()
         except DlbsError as error:  # a hard link made it two names: nobody gets it
             one_line(error)
             assert "hard link" in error.message, error.message
-        other = RunLock.of_database(root.joinpath("other", *folders, name))
+        other = DatabaseLock(root.joinpath("other", *folders, name))
         other.acquire()  # the same name elsewhere is another database
         other.release()
         try:
             for alias in names:
-                lock = RunLock.of_database(alias)
+                lock = DatabaseLock(alias)
                 try:
                     lock.acquire()
                 except DlbsError as error:

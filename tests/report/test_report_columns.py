@@ -20,7 +20,7 @@ from dlbs.report import Options, build_report, render
 from dlbs.report.compare import compare
 from dlbs.report.render_compare import render_comparison
 from dlbs.results.sources import load_attempts
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from tests.report.conftest import records
 from tests.results.helpers_results import experiment, write_log
 
@@ -40,7 +40,7 @@ def _write(folder: Path, items: list[dict[str, Any]]) -> tuple[Path, Path]:
     logs = folder / "logs"
     database = folder / "results.db"
     numbers: dict[str, int] = {}
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         for index, item in enumerate(items):
             exp_id = f"{item['model']}-{item['gpus']}-{item['batch']}-{item['attempt']}"
             numbers[exp_id] = number = numbers.get(exp_id, 0) + 1

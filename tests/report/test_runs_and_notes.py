@@ -178,10 +178,10 @@ def test_a_backend_warning_travels_through_the_results_database(tmp_path: Any) -
     # The LoadGen harness prints results.stats_warnings itself; other backends may print
     # results.warnings; the engine keeps both beside its own.
     from dlbs.results.sources import load_attempts
-    from dlbs.results.store import ResultsStore
+    from dlbs.results.store import open_store
 
     database = tmp_path / "results.db"
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         for gpus, key, warnings in ((1, "results.warnings", []),
                                     (2, "results.warnings", ["3 recompilations"]),
                                     (4, "results.stats_warnings", ["host-bound pace"])):

@@ -22,7 +22,7 @@ from dlbs.report.render import FORMATS
 from dlbs.report.tables import REPORT_TYPES
 from dlbs.results import efficiency, energy
 from dlbs.results.stats import COMPUTED_KEYS
-from dlbs.results.store import SCHEMA_VERSION, ResultsStore
+from dlbs.results.store import SCHEMA_VERSION, open_store
 
 ENGINE_KEYS = {*COMPUTED_KEYS, *efficiency.COMPUTED_KEYS, *energy.COMPUTED_KEYS}
 
@@ -135,7 +135,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, arguments: list[str],
     (tmp_path / "bad.json").write_text('{"experiments": []}')
     (tmp_path / "newer.json").write_text(
         '{"format": "dlbs-experiments", "version": 99, "experiments": []}')
-    ResultsStore(tmp_path / "newer.db").close()
+    open_store(tmp_path / "newer.db").close()
     connection = sqlite3.connect(tmp_path / "newer.db")
     connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     connection.close()
@@ -180,7 +180,7 @@ def test_report_default_text_in_current_folder(tmp_path: Path) -> None:
 
 def test_report_from_database_and_logs_together(tmp_path: Path) -> None:
     database = tmp_path / "logs" / "results.db"
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         for gpus, time_ms in ((1, 200.0), (2, 110.0)):
             params = experiment("alexnet_owt", gpus, 256 // gpus, None, status=None,
                                 effective_batch=256)
@@ -251,7 +251,7 @@ def test_parse_skips_files_without_protocol_lines(tmp_path: Path) -> None:
 
 def test_parse_exports_a_database(tmp_path: Path) -> None:
     database = tmp_path / "results.db"
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         params = experiment("resnet50", 1, 32, None, status=None)
         store.record_start("e1", 1, params, log_path="e1.log")
         store.record_end("e1", 1, "failure", status_msg="CUDA out of memory")

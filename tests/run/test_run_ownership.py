@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from dlbs.errors import ResultsError
-from dlbs.results.store import ResultsStore
+from dlbs.results.sqlite_store import DatabaseLock, database_lock_path
+from dlbs.results.store import open_store
 from dlbs.run import marks
-from dlbs.run.lock import RunLock, database_lock_path
 from dlbs.run.targets.orphans import (
     boot_id,
     find_tree,
@@ -89,12 +89,12 @@ def test_every_name_of_a_database_has_the_one_lock(tmp_path):
     (tmp_path / "a").mkdir()
     database = tmp_path / "a" / "results.db"
     database.write_bytes(b"")
-    with RunLock.of_database(database):
+    with DatabaseLock(database):
         for what, alias in _aliases(tmp_path, database).items():
             assert database_lock_path(alias) == database_lock_path(database), what
             with pytest.raises(ResultsError, match="another dlbs run is using results "
                                                    rf"database .* \(pid {os.getpid()}\)"):
-                RunLock.of_database(alias).acquire()
+                DatabaseLock(alias).acquire()
 
 
 def test_a_link_to_a_database_not_yet_created_has_its_lock_too(tmp_path):
@@ -102,9 +102,9 @@ def test_a_link_to_a_database_not_yet_created_has_its_lock_too(tmp_path):
     database = tmp_path / "a" / "results.db"  # the first run creates it later
     link = tmp_path / "results.db"
     link.symlink_to(database)
-    with RunLock.of_database(database):
+    with DatabaseLock(database):
         with pytest.raises(ResultsError, match="another dlbs run is using"):
-            RunLock.of_database(link).acquire()
+            DatabaseLock(link).acquire()
 
 
 @pytest.mark.parametrize("where", ["same folder", "other folder"])
@@ -117,8 +117,8 @@ def test_a_database_with_a_hard_link_is_refused(tmp_path, where):
     os.link(database, folder / "other.db")
     for name in (database, folder / "other.db"):
         with pytest.raises(ResultsError, match="has 1 other hard link"):
-            RunLock.of_database(name).acquire()
-        assert not RunLock.of_database(name).held
+            DatabaseLock(name).acquire()
+        assert not DatabaseLock(name).held
 
 
 def _live_run(tmp_path: Path, db: Path) -> tuple[subprocess.Popen[str], Path]:
@@ -169,7 +169,7 @@ def test_an_attempt_of_a_live_run_stops_a_run_that_got_in(dlbs_cli, tmp_path, sl
     owner = sleepers()  # stands for a live dlbs run that owns the attempt
     mark = {**marks.new_mark("local"), "owner": _identity(owner.pid)}
     db = tmp_path / "logs" / "results.db"
-    with ResultsStore(db) as store:
+    with open_store(db) as store:
         store.record_start("live", 1, {"exp.id": "live"}, job_id=marks.encode(mark))
     result = dlbs_cli("run", *DUMMY, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -186,7 +186,7 @@ def test_an_attempt_of_a_live_run_stops_a_run_that_got_in(dlbs_cli, tmp_path, sl
 # -- only what carries the token, never what a live run owns ------------------------------------
 
 def _crafted_row(db: Path, exp_id: str, mark: dict) -> None:
-    with ResultsStore(db) as store:
+    with open_store(db) as store:
         store.record_start(exp_id, 1, {"exp.id": exp_id}, job_id=marks.encode(mark))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dlbs.cli.main import main
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from dlbs.traces.reader import TraceFile
 from tests.tracing.conftest import span, write_trace
 from tests.tracing.trace_checks import check_operators, load
@@ -50,7 +50,7 @@ def test_a_run_writes_its_trace_beside_the_log_and_into_the_store(runs):
     folder, logs = runs
     traces = {str(folder / log.name.replace(".log", ".trace.json.gz")) for log in logs}
     assert all(os.path.isfile(trace) for trace in traces)
-    with ResultsStore(folder / "results.db", create=False) as store:
+    with open_store(folder / "results.db", create=False) as store:
         attempts = store.attempts()
     assert {a.results["results.trace_file"] for a in attempts} == traces
     assert {a.status for a in attempts} == {"ok"}
