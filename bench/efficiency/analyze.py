@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.results import energy, usage
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 
 
 def label(params: dict[str, Any]) -> str:
@@ -99,7 +99,7 @@ def markdown(rows: list[dict[str, Any]], cost: dict[str, float], reference: dict
 
 def main(folder: str) -> int:
     base = Path(folder)
-    with ResultsStore(str(base / "results.db"), create=False) as store:
+    with open_store(str(base / "results.db"), create=False, read_only=True) as store:
         attempts = store.attempts()
     rows = [row_of(attempt) for attempt in attempts]
     cost = monitor_cost(rows)

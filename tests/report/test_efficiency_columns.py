@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from tests.report.conftest import REPO, dummy_run
 
 FAKE_NVML = REPO / "tests" / "monitor" / "data" / "fake_nvml"
@@ -32,7 +32,7 @@ def run_and_report(tmp_path: Path, dlbs: Any, env: dict[str, str]) -> tuple[dict
     report = dlbs("report", str(database), "--columns", COLUMNS, "--format", "json")
     assert report.returncode == 0, report.stderr
     [row] = json.loads(report.stdout)["rows"]
-    with ResultsStore(str(database), create=False) as store:
+    with open_store(str(database), create=False) as store:
         [attempt] = store.attempts()
     return row, {**attempt.results, **attempt.summary}
 

@@ -18,7 +18,7 @@ from dlbs.report.metrics import EFFICIENCY_COLUMNS, metric
 from dlbs.report.plot import Chart, chart
 from dlbs.report.render_compare import render_comparison
 from dlbs.report.tables import Options, build_report
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from tests.report.conftest import records
 
 FLOPS = 24.3e9  # ResNet-50 training, per image
@@ -143,7 +143,7 @@ def test_compare_refuses_a_column_no_experiment_has() -> None:
 def test_the_commands_on_a_database(tmp_path: Path, dlbs: Any) -> None:
     """The commands: report --type efficiency, plot --preset efficiency, compare --columns."""
     database = tmp_path / "results.db"
-    with ResultsStore(str(database)) as store:
+    with open_store(str(database)) as store:
         for batch, speed, watts in SWEEP:
             values = sweep_point(batch, speed, watts)
             params = {k: v for k, v in values.items() if k.startswith("exp.")}
