@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filter", dest="filters", action="append", default=[],
                         metavar="KEY=GLOB", help="compare only matching experiments "
                                                  "(repeatable)")
+    parser.add_argument("--columns", metavar="C1,C2",
+                        help="other values shown beside the batch time, both sides and their "
+                             "change (report columns: energy_per_sample_j,mfu,...); the "
+                             "verdict stays the batch time's")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
                         help="output format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE",
@@ -52,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         base = load_inputs([args.base], latest_only=True)
         new = load_inputs([args.new], latest_only=True)
         comparison = compare(base, new, by=split_list(args.by), filters=filters,
-                             threshold=threshold, alpha=args.alpha)
+                             threshold=threshold, alpha=args.alpha,
+                             columns=split_list(args.columns) or ())
         text = render_comparison(comparison, args.fmt)
         if args.output:
             atomic_write(args.output, text)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-PRESETS = ("weak", "strong", "latency", "monitor")
+PRESETS = ("weak", "strong", "latency", "monitor", "efficiency")
 KINDS = ("line", "bar")
 
 
@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=PRESETS,
                         help="weak/strong: throughput and efficiency against GPUs; latency: "
                              "latency percentiles against QPS; monitor: one experiment's "
-                             "resource use over time (with --exp)")
+                             "resource use over time (with --exp); efficiency: throughput "
+                             "against power, one point per experiment")
     parser.add_argument("--x", metavar="KEY", help="the parameter along the x axis")
     parser.add_argument("--y", metavar="results.X", help="the value along the y axis")
     parser.add_argument("--series", metavar="KEY", help="one line (or bar group) per value")

@@ -1,9 +1,9 @@
 """GPU utilization, memory and power of chosen GPUs, one `nvidia-smi` query per sample.
 
-NVML through `pynvml` would be cheaper per sample, but pynvml is not a dependency of dlbs and
-nvidia-smi comes with every driver, so nvidia-smi is the one way. A query runs with a time
-limit and can be cut short by the monitor's stop; it never raises into the run: a failure is a
-`GpuQueryError` with a reason the monitor keeps as a warning.
+The monitor asks NVML directly when it can (`nvml.py`: cheaper, and with an energy counter);
+nvidia-smi, which comes with every driver, is the way when it cannot. A query runs with a
+time limit and can be cut short by the monitor's stop; it never raises into the run: a
+failure is a `GpuQueryError` with a reason the monitor keeps as a warning.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class GpuReading:
     utilization: float  # percent
     memory_used: float  # MiB, the whole GPU's, not only the monitored processes'
     power_draw: float  # W
+    energy_mj: float = math.nan  # the GPU's energy counter (NVML only), mJ since driver load
 
 
 def _number(text: str) -> float:
@@ -150,3 +151,6 @@ class NvidiaSmi:
         if missing:
             self.notes.append(f"nvidia-smi does not list GPU {', '.join(missing)}")
         return found
+
+    def close(self) -> None:
+        """Nothing to release: each query is a program of its own."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dlbs import __version__
+from dlbs.errors import ResultsError
 from dlbs.report.document import Report
 from dlbs.report.identity import ENV_PREFIX, column_of
 from dlbs.report.keys import partition, title
@@ -93,7 +94,10 @@ def _charts(report: Report) -> list[tuple[str, str]]:
         return []
     from dlbs.report import plot
 
-    figure, caption = plot.report_chart(report)
+    try:
+        figure, caption = plot.report_chart(report)
+    except ResultsError:  # nothing its chart can draw (no power for an efficiency chart)
+        return []
     return [(_svg(figure, 0), caption)]
 
 

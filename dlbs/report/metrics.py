@@ -79,10 +79,28 @@ _KNOWN: dict[str, tuple[str, str]] = {
     EFFICIENCY: ("efficiency (%)", EFFICIENCY),
     "throughput_median": ("throughput at the median (inst/s)", "throughput_median"),
     "results.data_wait": ("data wait (share of the step time)", "data_wait"),
+    # Efficiency (docs/efficiency.md): energy of the timed interval, FLOPs, MFU, memory.
+    "results.energy_per_sample_j": ("energy per sample (J)", "energy_per_sample_j"),
+    "results.samples_per_joule": ("samples per joule", "samples_per_joule"),
+    "results.power_avg_w": ("average power (W)", "power_avg_w"),
+    "results.energy_j": ("energy (J)", "energy_j"),
+    "results.energy_interval_s": ("energy interval (s)", "energy_interval_s"),
+    "results.energy_source": ("energy source", "energy_source"),
+    "results.flops_per_sample": ("FLOPs per sample", "flops_per_sample"),
+    "results.achieved_tflops": ("achieved TFLOPS", "achieved_tflops"),
+    "results.peak_tflops": ("peak TFLOPS (one device, dense)", "peak_tflops"),
+    "results.mfu": ("MFU (of the dense peak)", "mfu"),
+    "results.gpu_mem_peak_mb": ("GPU peak memory, allocator (MiB)", "gpu_mem_peak_mb"),
 }
 # The monitor's summaries that answer "was the GPU busy?" next to the speed.
 MONITOR_COLUMNS = ("results.use.gpu_util_mean", "results.use.gpu_mem_max",
                    "results.use.gpu_power_mean", "results.use.cpu_mean")
+# What the efficiency report shows (and a regular report adds where its experiments have
+# them: energy per sample and MFU beside the throughput).
+EFFICIENCY_COLUMNS = ("results.throughput", "results.energy_per_sample_j",
+                      "results.samples_per_joule", "results.power_avg_w",
+                      "results.achieved_tflops", "results.mfu", "results.gpu_mem_peak_mb")
+REGULAR_EXTRAS = ("results.energy_per_sample_j", "results.mfu")
 TIME = "results.time"
 THROUGHPUT = "results.throughput"
 

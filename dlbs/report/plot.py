@@ -6,7 +6,9 @@
   which (pick one with a filter), so a point never mixes experiments.
 - presets: `weak` and `strong` (throughput and efficiency against the GPU count, with the
   ideal), `latency` (latency percentiles against QPS, for inference scenarios), `monitor`
-  (the resource monitor's series of one experiment over time, the timed interval shaded).
+  (the resource monitor's series of one experiment over time, the timed interval shaded),
+  `efficiency` (throughput against average power, one point per experiment, with lines of
+  equal samples per joule: docs/efficiency.md).
 
 Axes carry units; error bars show the batch-time spread (one standard deviation, ddof=1)
 where the value is a batch time or a throughput. Figures are made without pyplot (no global
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-PRESETS = ("weak", "strong", "latency", "monitor")
+PRESETS = ("weak", "strong", "latency", "monitor", "efficiency")
+POWER = "results.power_avg_w"
 KINDS = ("line", "bar")
 FORMATS = ("png", "svg")
 LATENCY_KEYS = ("results.latency_p50", "results.latency_p90", "results.latency_p99")
@@ -83,6 +86,10 @@ def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
             return monitor_figure(records, request)
         if request.preset == "latency":
             return latency_figure(records, request)
+        if request.preset == "efficiency":
+            return efficiency_figure(build_report(records, Options(
+                kind="efficiency", filters=request.filters, latest=request.latest)),
+                request.title)
         # weak, strong: the report of that kind, drawn
         report = build_report(records, Options(kind=request.preset, filters=request.filters,
                                                latest=request.latest))
@@ -293,6 +300,41 @@ def bars_figure(report: Report) -> Figure:
     return figure
 
 
+def efficiency_figure(report: Report, heading: str | None = None) -> Figure:
+    """Throughput against average power, one point per row; dotted: equal samples per joule.
+
+    A point up and to the left does more per joule: the lines through the origin are the
+    samples per joule of the best and the worst row.
+    """
+    points = []
+    for shown, cells in report.rows():
+        values = next(iter(cells.values())).values
+        power, speed = values.get(POWER), values.get(THROUGHPUT)
+        if isinstance(power, float) and isinstance(speed, float) and power > 0:
+            points.append((_label(report, shown), power, speed))
+    if not points:
+        raise ResultsError("nothing to plot: no ok experiment has an average power",
+                           hint="run with monitor.frequency > 0 (docs/efficiency.md)")
+    figure, (axes,) = _figure()
+    for label, power, speed in points:
+        axes.plot([power], [speed], marker="o", linestyle="none", label=label)
+        axes.annotate(f"{speed / power:.3g}/J", (power, speed), textcoords="offset points",
+                      xytext=(5, 5), fontsize="small")
+    top = max(power for _, power, _ in points) * 1.15
+    for ratio in sorted({max(s / p for _, p, s in points), min(s / p for _, p, s in points)}):
+        axes.plot([0.0, top], [0.0, ratio * top], linestyle=":", color="grey", linewidth=1)
+    axes.set_xlim(0.0, top)
+    axes.set_ylim(0.0, max(speed for _, _, speed in points) * 1.15)
+    axes.set_xlabel(metric(POWER).title)
+    axes.set_ylabel(metric(THROUGHPUT).title)
+    axes.set_title(heading or "Throughput against power")
+    if report.row_keys:
+        axes.legend(fontsize="small", title=", ".join(title(k) for k in report.row_keys),
+                    title_fontsize="small")
+    axes.grid(True, alpha=0.3)
+    return figure
+
+
 # A report kind's chart (ReportKind.chart): how it is drawn, and its caption.
 REPORT_CHARTS = {
     "scaling": (scaling_figure, lambda report: (
@@ -301,6 +343,10 @@ REPORT_CHARTS = {
     "pivot": (pivot_figure, lambda report: (
         f"{report.metrics[0].title} by {report.column_title}.")),
     "bars": (bars_figure, lambda report: f"{report.metrics[0].title} of each row."),
+    "efficiency": (efficiency_figure, lambda report: (
+        "Throughput against the average power of the timed interval, one point per row, "
+        "labelled with its samples per joule; dotted: the best and the worst samples per "
+        "joule.")),
 }
 
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY, NODE_FILE_SUFFIX
+from dlbs.monitor.sampling import ENERGY_UNAVAILABLE
 from dlbs.run.logs import append_to_log
 
 SUMMED = ("cpu", "rss", "gpu_mem", "gpu_power")
@@ -96,7 +97,7 @@ def job_environment(environments: Mapping[str, Any],
 
 def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, Any]:
     """`results.use.*` from the nodes' monitors; `attempt_start` is the epoch of its start."""
-    nodes: dict[str, dict[str, list[Any]]] = {}
+    nodes: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     periods = []
     for name in sorted(monitors):
@@ -105,8 +106,10 @@ def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, An
         if not isinstance(series, dict) or not isinstance(series.get("time"), list):
             continue
         offset = float(data.get("start") or attempt_start) - attempt_start
-        rebased = {key: list(values) for key, values in series.items()
-                   if isinstance(values, list)}
+        rebased: dict[str, Any] = {key: list(values) for key, values in series.items()
+                                   if isinstance(values, list)}
+        if isinstance(series.get(ENERGY_UNAVAILABLE), str):  # why there is no energy series
+            rebased[ENERGY_UNAVAILABLE] = series[ENERGY_UNAVAILABLE]
         rebased["time"] = [round(offset + float(t), 4) for t in series["time"]]
         nodes[name] = rebased
         periods.append(float(data.get("frequency") or 0))

@@ -28,7 +28,7 @@ def attempt_work(attempt: Attempt, stop: threading.Event
     job = attempt.job
 
     def work(report: Callable[[Any], None]) -> WorkResult:
-        monitor = _monitor(job)
+        monitor = _monitor(job, attempt.log_path)
         target = job.target
         assert isinstance(target, ProcessTarget)
 
@@ -64,11 +64,14 @@ def job_timeout(job: Job) -> float | None:
         return None
 
 
-def _monitor(job: Job) -> Any:
-    """A resource monitor when `monitor.frequency` > 0 and the target runs here."""
+def _monitor(job: Job, log_path: str) -> Any:
+    """A resource monitor when `monitor.frequency` > 0 and the target runs here.
+
+    It follows the attempt's log for the backend's marks of its timed interval.
+    """
     frequency = job.invocation.monitor_frequency
     if frequency <= 0 or not isinstance(job.target, ProcessTarget):
         return None
     from dlbs.monitor import ResourceMonitor
 
-    return ResourceMonitor(frequency, job.invocation.gpus)
+    return ResourceMonitor(frequency, job.invocation.gpus, log=log_path)

@@ -69,6 +69,7 @@ from .loadgen_log import LoadGenLog
 from .options import EvaluationOptions
 from .protocol import emit_progress
 from .system import InferenceSystem
+from .timed_marks import TimedMarks, print_line
 
 #: The version dlbs pins (pyproject.toml); another one is used, and named in the log.
 LOADGEN_VERSION = "6.0.17"
@@ -333,7 +334,10 @@ class _Harness:
                 else:
                     settings = self._settings(calibrated)
                     self._announce()
+                    marks = TimedMarks.for_this_process(print_line)  # the energy's interval
+                    marks.start()
                     self._start(sut, qsl, settings)
+                    marks.end()
                     serving = self._serving
                     self.say(serving.line())
                     results = self._results()

@@ -47,6 +47,7 @@ from benchmark_common.options import (  # noqa: E402 - standard library only
     evaluation_options,
 )
 from benchmark_common.protocol import emit, emit_failure, now_iso  # noqa: E402 - stdlib only
+from benchmark_common.timed_marks import TimedMarks  # noqa: E402 - standard library only
 
 __version__ = "1.0.0"
 
@@ -352,11 +353,14 @@ def run(opts, world_size: int, rank: int) -> int:
     fail_at = total // 2 if opts.fail not in ("none", "garbage") else -1
     warmup_ms, timed_ms = [], []
     report_every = max(1, opts.num_batches // 4)
+    marks = TimedMarks(emit, enabled=is_main)
     for index in range(total):
         if index == fail_at:
             return fail_now(opts)
         if opts.fail == "garbage":
             print_garbage(rng, long_line=index == 0)
+        if index == opts.num_warmup_batches:
+            marks.start()
         elapsed = one_batch(opts.sleep, opts.busy)
         if index < opts.num_warmup_batches:
             warmup_ms.append(elapsed)
@@ -364,6 +368,8 @@ def run(opts, world_size: int, rank: int) -> int:
         timed_ms.append(elapsed)
         if len(timed_ms) % report_every == 0:
             say(f"batch {len(timed_ms)}/{opts.num_batches}: {elapsed:.3f} ms")
+    if opts.num_batches:
+        marks.end()
     del held
     stats = time_statistics(timed_ms)
     if stats["results.time"] <= 0:

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 
 import mxnet as mx
 from benchmark_common.memory import peak_rss_mib
+from benchmark_common.timed_marks import TimedMarks
 from mxnet import autograd, gluon
 
 from .data import RecordIOBatches, SyntheticBatches
 from .errors import BenchmarkError
 from .models import Model, create_model, load_model_file
 from .options import Options
+from .protocol import emit
 from .tracing import Tracer, in_phase
 
 #: The name MXNet 1.x registers its oneDNN (formerly MKL-DNN) CPU fusion backend under.
@@ -220,10 +222,13 @@ def run(opts: Options) -> tuple[Report, int]:
     if num_workers > 1:
         kvstore._barrier()  # every worker starts its timed batches together
     times_ms, waits_ms = [], []
+    marks = TimedMarks(emit, enabled=rank == 0)  # the energy's interval (docs/efficiency.md)
+    marks.start()
     for _ in range(opts.num_batches):
         elapsed_ms, waited_ms = timed_batch()
         times_ms.append(elapsed_ms)
         waits_ms.append(waited_ms)
+    marks.end()
     # The traced pass comes after the timed batches and never counts in them (nor in mem_peak).
     trace = tracer.run(lambda: batches.next()[:2], traced_step, net, eager=not opts.hybridize) \
         if tracer else {}

@@ -41,6 +41,7 @@ from benchmark_common.system import ResidentSamples, TopK
 from . import distributed
 from .cli import Options
 from .errors import UserError
+from .flops import flops_results
 from .models import ModelSpec, get_model_spec, load_model_file
 from .runner import (
     _TORCH_DTYPES,
@@ -369,6 +370,7 @@ def evaluate(opts: Options, topology: distributed.Topology,
     except (DatasetError, EvaluationSetupError, LabelsError) as error:
         raise UserError(str(error)) from None
     results["results.mem_peak"] = max(peak_memory_mib(device) for device in devices)
+    results.update(flops_results(spec.model_id, spec.input_shape, False, devices[0]))
     return results
 
 

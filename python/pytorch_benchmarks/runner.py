@@ -9,13 +9,15 @@ import torch
 import torch._dynamo
 import torch.nn as nn
 from benchmark_common.memory import peak_rss_mib
-from benchmark_common.protocol import time_statistics
+from benchmark_common.protocol import emit, time_statistics
+from benchmark_common.timed_marks import TimedMarks
 
 from . import distributed
 from .cli import Options
 from .data.device_jpeg import DeviceJpegSource
 from .data.sources import LoaderSource, SyntheticSource, make_loader_source
 from .errors import UserError
+from .flops import flops_results
 from .models import ModelSpec, get_model_spec, load_model_file
 from .optimizers import make_optimizer
 from .steps import (
@@ -329,9 +331,10 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
             f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
             f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
         )
+        marks = TimedMarks(emit, enabled=topology.is_main)
         if opts.timing == "events" and device.type == "cuda":
             timings = run_event_timed_loop(
-                source.next, step, device, opts.num_warmup_batches, opts.num_batches
+                source.next, step, device, opts.num_warmup_batches, opts.num_batches, marks
             )
         else:
             timings = run_timed_loop(
@@ -340,6 +343,7 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
                 device_synchronizer(device),
                 opts.num_warmup_batches,
                 opts.num_batches,
+                marks,
             )
         memory = peak_memory_mib(device)  # before the traced pass, which never counts
         traced = tracer.run(source.next, step) if tracer is not None else {}
@@ -362,6 +366,9 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
         # The share of the timed wall time spent waiting for input (0 to 1).
         results["results.data_wait"] = sum(wait_ms) / sum(batch_ms)
     results["results.mem_peak"] = memory
+    if not opts.data_loader_only:
+        results.update(flops_results(spec.model_id, spec.input_shape, not opts.forward_only,
+                                     device))
     results["exp.model_title"] = spec.title
     results["exp.framework_ver"] = torch.__version__
     results.update(traced)

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 
 import pytest
 from mx_helpers import BENCHMARKS, backend_env, parse_protocol
@@ -19,6 +20,7 @@ OK_KEYS = {
     "results.warmup_time_data", "results.time", "results.time_std", "results.time_median",
     "results.time_p90", "results.time_p95", "results.time_p99", "results.time_data",
     "results.throughput", "results.mem_peak", "results.status",
+    "results.timed_start", "results.timed_end", "results.flops_unavailable",
 }
 
 
@@ -38,6 +40,11 @@ def assert_ok(run, batch: int, batches: int, warmup: int, title: str) -> dict:
     assert values["results.throughput"] == pytest.approx(batch * 1000.0 / values["results.time"])
     assert values["results.mem_peak"] > 0
     assert values["results.start_time"] < values["results.end_time"]
+    start, end, finished = (datetime.fromisoformat(values[key]) for key in
+                            ("results.timed_start", "results.timed_end", "results.end_time"))
+    # The end time has milliseconds only (cut, not rounded), the marks microseconds.
+    assert start < end < finished + timedelta(milliseconds=1)
+    assert values["results.flops_unavailable"].startswith("MXNet has no FLOP counter")
     return values
 
 

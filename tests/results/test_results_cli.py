@@ -20,10 +20,11 @@ from dlbs.cli import main as cli_main
 from dlbs.cli import report as report_cli
 from dlbs.report.render import FORMATS
 from dlbs.report.tables import REPORT_TYPES
+from dlbs.results import efficiency, energy
 from dlbs.results.stats import COMPUTED_KEYS
 from dlbs.results.store import SCHEMA_VERSION, open_store
 
-ENGINE_KEYS = set(COMPUTED_KEYS)
+ENGINE_KEYS = {*COMPUTED_KEYS, *efficiency.COMPUTED_KEYS, *energy.COMPUTED_KEYS}
 
 
 def _golden() -> dict[str, dict[str, Any]]:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # kind -> (module, one-line help)
 KINDS: dict[str, tuple[str, str]] = {
     "regular": ("dlbs.report.kinds.regular", "one row per experiment"),
+    "efficiency": ("dlbs.report.kinds.efficiency",
+                   "a regular report's rows: throughput, energy per sample, power, MFU, "
+                   "peak memory (docs/efficiency.md)"),
     "weak": ("dlbs.report.kinds.weak", "the same replica batch across GPU counts"),
     "strong": ("dlbs.report.kinds.strong", "the same effective batch across GPU counts"),
     "pivot": ("dlbs.report.kinds.pivot", "--value by --rows and --cols"),
