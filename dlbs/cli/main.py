@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from dlbs.errors import DlbsError
+from dlbs.util.credentials import mask_text
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -60,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in the project's one-line format."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"dlbs: error: {message}", file=sys.stderr)
+        print(f"dlbs: error: {mask_text(message)}", file=sys.stderr)
         print(f"hint: run '{self.prog} --help' for usage", file=sys.stderr)
         raise SystemExit(2)
 
@@ -81,7 +82,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    # A database URL quoted in a message keeps its password to itself (docs/security.md).
+    return mask_text(text).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _open_closed_streams() -> None:

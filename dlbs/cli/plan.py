@@ -1,4 +1,10 @@
-"""`dlbs plan`: print or write the resolved plan."""
+"""`dlbs plan`: print or write the resolved plan.
+
+A plan never holds the password of a `postgresql://` runtime.results_db, on the terminal or
+in a file (dlbs/util/credentials.py): a plan is shared, committed and copied to other
+hosts; `dlbs run --plan FILE` takes the password from PGPASSFILE or PGPASSWORD, as libpq
+does for a URL without one (docs/security.md).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
 from dlbs.recipes.host_access import HostAccessWatch
 from dlbs.util.atomic import atomic_writer
+from dlbs.util.credentials import ExperimentMask
 
 # A document (json, csv, table) is held here until the whole plan has resolved, so that a
 # failure leaves stdout empty; beyond this size it waits in a temporary file, not in memory.
@@ -50,12 +57,17 @@ def run(args: argparse.Namespace) -> int:
         keys = default_keys(planner)
     # Containers that get the host are said once the plan is made (docs/security.md).
     host_access = HostAccessWatch()
-    experiments = host_access.watch(planner.experiments())
+    mask = ExperimentMask()
+    experiments = map(mask, host_access.watch(planner.experiments()))
     try:
         _write(args, planner, experiments, keys)
     finally:
         for warning in host_access.warnings():
             print(f"dlbs: warning: {warning}", file=sys.stderr)
+    if mask.found and args.output:
+        print(f"dlbs: note: {args.output} holds runtime.results_db without its password: "
+              f"`dlbs run --plan {args.output}` takes it from PGPASSFILE or PGPASSWORD "
+              "(docs/security.md)", file=sys.stderr)
     return 0
 
 

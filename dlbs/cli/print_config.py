@@ -1,4 +1,7 @@
-"""`dlbs print-config`: the merged spec, after defaults, includes and CLI overrides."""
+"""`dlbs print-config`: the merged spec, after defaults, includes and CLI overrides.
+
+A `postgresql://` URL's password is left out wherever the spec holds one (docs/security.md).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import sys
 import orjson
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.util.credentials import masked
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    document = spec_from_args(args).to_document()
+    document = masked(spec_from_args(args).to_document())
     if args.format == "json":
         sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
     else:

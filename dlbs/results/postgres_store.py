@@ -34,6 +34,7 @@ from dlbs.results.sql_session import POSTGRESQL, Session
 from dlbs.results.store_reads import StoreReads
 from dlbs.results.store_writes import StoreWrites
 from dlbs.util import exact_json
+from dlbs.util.credentials import passwords
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 # Advisory lock keys: one bigint for the writers' turn; (RUN_LOCK_CLASS, hash of a scope)
@@ -66,16 +67,6 @@ def display(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{where}/{name}{query}"
 
 
-def _password(url: str) -> str | None:
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        value = conninfo_to_dict(url).get("password")
-    except Exception:  # noqa: BLE001 - as in display()
-        return None
-    return str(value) if value else None
-
-
 class PostgresStore(StoreWrites, StoreReads):
     """A PostgreSQL results database (see the module); use as a context manager."""
 
@@ -92,7 +83,8 @@ class PostgresStore(StoreWrites, StoreReads):
         self.driver_errors = (psycopg.Error,)
         self.integrity_errors = (psycopg.errors.IntegrityError,)
         self.location = display(url)
-        self._secret = _password(url)
+        # The password as written and as libpq reads it: a driver's message may quote either.
+        self._secrets = sorted(passwords(url), key=len, reverse=True)
         self.read_only = read_only
         try:
             conn = psycopg.connect(
@@ -101,7 +93,8 @@ class PostgresStore(StoreWrites, StoreReads):
                 keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
         except psycopg.Error as error:
             raise ResultsError(f"results database {self.location}: cannot open: "
-                               f"{self._describe_error(error)}", hint=self._hint()) from error
+                               f"{self._describe_error(error)}",
+                               hint=self._connect_hint(error)) from error
         except Exception as error:  # a malformed URL: psycopg.ProgrammingError or ValueError
             raise ResultsError(f"results database {self.location}: cannot open: not a "
                                "connection URL psycopg reads") from error
@@ -117,9 +110,17 @@ class PostgresStore(StoreWrites, StoreReads):
 
     def _describe_error(self, error: BaseException) -> str:
         text = super()._describe_error(error)
-        if self._secret:
-            text = text.replace(self._secret, "***")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         return text
+
+    def _connect_hint(self, error: BaseException) -> str | None:
+        if not self._secrets and "no password supplied" in str(error):
+            # A plan file never keeps the password (dlbs/util/credentials.py).
+            return ("the URL holds no password (a plan written by `dlbs plan -o` never "
+                    "does): set PGPASSWORD, or give it in PGPASSFILE (default ~/.pgpass, "
+                    "mode 0600); docs/security.md")
+        return self._hint()
 
     def _hint(self) -> str | None:
         return ("is the server up and reachable, and do the URL, PGPASSFILE or PGPASSWORD "

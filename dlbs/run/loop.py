@@ -55,6 +55,7 @@ from dlbs.run.recording import (
 from dlbs.run.resume import EarlierRuns
 from dlbs.run.scheduling import Driver, Pending
 from dlbs.run.targets import OpenTargets
+from dlbs.util.credentials import ExperimentMask
 
 REQUIRED = ("exp.id", "exp.log_file", "exp.framework")
 
@@ -136,11 +137,13 @@ class Sweep:
             if self._resume_tags[id(experiment)] is None:
                 experiment["runtime.run_tag"] = started
             # What is recorded and logged names a store without the password its URL may
-            # hold; the recorder keeps the URL itself to open it (docs/results.md).
+            # hold, as does any value that quotes the URL; the recorder keeps the URL itself
+            # to open it (docs/security.md).
             location = store_path(experiment)
             if is_store_url(location):
                 shown = store_name(location)
                 self.recorder.locations[shown] = location
+                experiment.update(ExperimentMask()(experiment))
                 experiment["runtime.results_db"] = shown
 
     @property
