@@ -61,7 +61,7 @@ def count(location: str) -> int:
     if store is None:
         return 0
     with store:
-        return int(store.change_marker()[0])
+        return int(store.query("count attempts", "SELECT count(*) FROM attempts")[0][0])
 
 
 def history_attempts(configs: int, runs: int) -> list[Attempt]:

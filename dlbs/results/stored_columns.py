@@ -6,14 +6,18 @@ into arrays. Everything else is read only when a report asks for it: the values 
 shows (table `param_values`), the per-batch times of the pairs a comparison tests, a text
 column, the JSON summary for a value that has no column of its own, whole attempts for a page
 or a chart. Such reads use the same read-only connection, kept open while the part lives, and
-find attempts by rowid: what they read never changes once an attempt has ended.
+find attempts by rowid: what they read never changes once an attempt has ended. Threads may
+share a part (`dlbs serve` answers requests at once): its reads and what they fill in take
+turns (`_one_at_a_time`).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +34,16 @@ _OWN_TEXT = {"results.log_file": "log_path", "results.status_msg": "status_msg"}
 _TIMES = {"results.start_time": "started_at", "results.end_time": "ended_at"}
 # Keys with at most this many stored values are decoded together, at the first decode.
 _PRELOAD_VALUES = 1024
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _one_at_a_time(method: _Method) -> _Method:
+    """A method that reads the part's connection or fills its caches: one thread at a time."""
+    @functools.wraps(method)
+    def locked(self: StorePart, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked  # type: ignore[return-value]
 
 
 class StorePart:
@@ -38,6 +52,7 @@ class StorePart:
     def __init__(self, location: str) -> None:
         # For messages and as the attempts' source: the path, or the URL without a password.
         self.path = path = store_name(location)
+        self._lock = threading.RLock()
         self._store = store = open_store(location, read_only=True)
         weakref.finalize(self, store.close)
         try:
@@ -107,6 +122,7 @@ class StorePart:
     def keys(self) -> list[str]:
         return list(self._key_ids)
 
+    @_one_at_a_time
     def column(self, key: str) -> Column:
         column = self._columns.get(key)
         if column is None:
@@ -135,11 +151,13 @@ class StorePart:
             return self._field(key)
         return finite_numbers(self.column(key))
 
+    @_one_at_a_time
     def samples(self, rows: np.ndarray) -> list[np.ndarray | None]:
         wanted = self._rowids[rows].tolist()
         found = self._store.samples_of(wanted)
         return [found.get(rowid) for rowid in wanted]
 
+    @_one_at_a_time
     def records(self, rows: np.ndarray) -> list[Record]:
         wanted = self._rowids[rows].tolist()
         stored = {item.rowid: item for item in self._store.summaries(with_samples=True,
@@ -155,6 +173,7 @@ class StorePart:
 
     # -- what a report reads besides codes ------------------------------------------------
 
+    @_one_at_a_time
     def has_value(self, key: str) -> np.ndarray:
         """Which attempts have a value (not None) of `key`, without decoding it if possible."""
         if key in _FIELD and key.startswith("results."):
@@ -186,6 +205,7 @@ class StorePart:
     def _field(self, name: str) -> np.ndarray:
         return self._report[:, _FIELD[name]]
 
+    @_one_at_a_time
     def decoded(self, key: str) -> list[Any]:
         key_id = self._key_ids.get(key)
         if key.startswith("results.") or key_id is None:
@@ -225,6 +245,7 @@ class StorePart:
                       texts=lambda: self._decode(key_id)[1],
                       find=lambda text: self._find(key_id, text))
 
+    @_one_at_a_time
     def _decode(self, key_id: int) -> tuple[list[Any], list[str | None]]:
         """Values and texts of a key by value number (checked to hold every number used)."""
         if not self._preloaded:
@@ -267,6 +288,7 @@ class StorePart:
         for key_id, values in stored.items():
             self._decoded[key_id] = self._checked(key_id, values)
 
+    @_one_at_a_time
     def _find(self, key_id: int, text: str) -> int | None:
         if key_id in self._decoded:
             texts = self._decoded[key_id][1]

@@ -1,11 +1,13 @@
 """The pages of `dlbs serve` (Starlette): runs, report, compare, history, experiments.
 
-Every page reads the store through data.py (read-only). What a request says (a report type,
-`--by` keys, filters, two run tags, an experiment id) goes to the same functions `dlbs
-report`, `compare` and `history` call, never into SQL; every value on a page is escaped by
-the templates (autoescape), and only SVG that matplotlib drew and the report page that
-dlbs/report rendered are inserted as markup. The Content-Security-Policy header forbids the
-browser to fetch anything: no script, no outside style, image or font.
+Every page reads the store through data.py: read-only, requests answered at once (each in a
+worker thread, over a connection of its own), and a page that shows the store alone kept
+until the store changes. What a request says (a report type, `--by` keys, filters, two run
+tags, an experiment id) goes to the same functions `dlbs report`, `compare` and `history`
+call, never into SQL; every value on a page is escaped by the templates (autoescape), and
+only SVG that matplotlib drew and the report page that dlbs/report rendered are inserted as
+markup. The Content-Security-Policy header forbids the browser to fetch anything: no
+script, no outside style, image or font.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from dlbs.report import REPORT_TYPES, Options, build_report, render
 from dlbs.report.render import header_lines, layout
 from dlbs.report.select import Filter, as_text, matching
 from dlbs.results.columns import Record
+from dlbs.util.credentials import mask_text
 from dlbs.web import charts
-from dlbs.web.data import StoreData
+from dlbs.web.data import Reader, StoreData
 
 # The browser fetches nothing but the page: styles are inline, charts inline SVG.
 SECURITY_HEADERS = {
@@ -55,29 +58,37 @@ def create_app(location: str) -> Starlette:
     """The application over the store at `location` (opened now, read-only)."""
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    data = StoreData(location)
+    store = StoreData(location)
     templates = Environment(loader=PackageLoader("dlbs.web", "templates"),
                             autoescape=select_autoescape(("html", "j2")),
                             trim_blocks=True, lstrip_blocks=True)
 
     def page(name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        html = templates.get_template(name).render(store=data.name, **values)
+        html = templates.get_template(name).render(store=store.name, **values)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def handler(build: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    def handler(build: Callable[[Request, Reader], Response], *,
+                store_only: bool = True) -> Callable[[Request], Response]:
+        """A page; `store_only`: it shows the store alone (no file), kept per version."""
         def respond(request: Request) -> Response:
-            with data.reading():
+            with store.reading() as reader:
                 try:
-                    return build(request)
+                    if not store_only:
+                        return build(request, reader)
+                    key = (reader.version(), request.url.path,
+                           tuple(sorted(request.query_params.multi_items())))
+                    return _copy(store.pages.get(key, lambda: _sized(build(request, reader))))
                 except DlbsError as error:
+                    # Messages name stores without passwords; a URL someone typed too.
                     return page("error.html.j2", 400, heading="Cannot show this",
-                                message=error.message, hint=error.hint)
+                                message=mask_text(error.message),
+                                hint=mask_text(error.hint or "") or None)
         return respond
 
-    def runs(request: Request) -> Response:
+    def runs(request: Request, data: Reader) -> Response:
         return page("runs.html.j2", heading="Runs", runs=data.runs())
 
-    def experiments(request: Request) -> Response:
+    def experiments(request: Request, data: Reader) -> Response:
         attempts = data.attempts()
         tag = request.query_params.get("tag")
         filters = [Filter("runtime.run_tag", tag)] if tag else []
@@ -89,7 +100,7 @@ def create_app(location: str) -> Starlette:
         return page("experiments.html.j2", heading="Experiments", tag=tag, rows=shown,
                     headers=["exp.id", *_SHOWN_COLUMNS], shown=len(shown), total=len(rows))
 
-    def report(request: Request) -> Response:
+    def report(request: Request, data: Reader) -> Response:
         from dlbs.report.html import render_html
 
         query = request.query_params
@@ -128,7 +139,7 @@ def create_app(location: str) -> Starlette:
         return HTMLResponse(render_html(report).replace("<body>", "<body>\n" + header, 1),
                             headers=SECURITY_HEADERS)
 
-    def compare(request: Request) -> Response:
+    def compare(request: Request, data: Reader) -> Response:
         from dlbs.report.compare import compare as compare_sets
         from dlbs.report.render_compare import render_comparison, summary_line
 
@@ -148,7 +159,7 @@ def create_app(location: str) -> Starlette:
                           summary=summary_line(comparison))
         return page("compare.html.j2", heading="Compare two runs", **values)
 
-    def history(request: Request) -> Response:
+    def history(request: Request, data: Reader) -> Response:
         query = _history_query(request)
         found, verdicts, min_change = _history(data, query)
         headers, rows = history_render.verdict_table(found, verdicts)
@@ -161,7 +172,7 @@ def create_app(location: str) -> Starlette:
         return page("history.html.j2", heading="History", query=query, headers=headers,
                     rows=linked, summary=summary)
 
-    def history_chart(request: Request) -> Response:
+    def history_chart(request: Request, data: Reader) -> Response:
         query = _history_query(request)
         found, verdicts, _ = _history(data, query)
         try:
@@ -185,7 +196,7 @@ def create_app(location: str) -> Starlette:
                     caption=f"{found.metric} of each run, oldest first; dashed: the mean of "
                             f"the lookback window; verdict: {verdict.status}")
 
-    def experiment(request: Request) -> Response:
+    def experiment(request: Request, data: Reader) -> Response:
         exp_id = request.path_params["exp_id"]
         attempts = data.experiment(exp_id)
         if not attempts:
@@ -198,14 +209,27 @@ def create_app(location: str) -> Starlette:
               Route("/report", handler(report)), Route("/compare", handler(compare)),
               Route("/history", handler(history)),
               Route("/history/chart", handler(history_chart)),
-              Route("/experiment/{exp_id:path}", handler(experiment))]
+              # An experiment's page shows its log and trace files, which change on their own.
+              Route("/experiment/{exp_id:path}", handler(experiment, store_only=False))]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        data.close()
+        store.close()
 
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _sized(response: Response) -> tuple[int, Response]:
+    """A page and its size, for the cache of pages (only a page that was answered is kept)."""
+    return (len(response.body) if response.status_code == 200 else 2**62), response
+
+
+def _copy(response: Response) -> Response:
+    """A response of its own for each request (a kept page is answered many times)."""
+    return Response(response.body, status_code=response.status_code,
+                    headers={k: v for k, v in response.headers.items()
+                             if k != "content-length"})
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -227,7 +251,7 @@ def _history_query(request: Request) -> dict[str, str]:
             "min_change": query.get("min_change") or "5%"}
 
 
-def _history(data: StoreData, query: dict[str, str]) -> tuple[Any, list[Any], float]:
+def _history(data: Reader, query: dict[str, str]) -> tuple[Any, list[Any], float]:
     from dlbs.report.compare import parse_threshold
 
     try:

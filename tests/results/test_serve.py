@@ -8,13 +8,14 @@ renders its tables and charts, logs no error, and asks the server for nothing el
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,41 +157,127 @@ def test_every_page_renders_in_chromium_and_fetches_nothing_else(
             assert requested == [url], path
 
 
-def test_a_report_of_many_rows_shows_its_first_and_gives_all_as_csv(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _in_process(location: str) -> Iterator[str]:
+    """`dlbs serve`'s application on a free localhost port, in this process; its base URL."""
     import threading
 
     import uvicorn
 
-    from dlbs.results.store import Attempt
     from dlbs.web import create_app
-    from dlbs.web.app import PAGE_ROWS
 
-    database = tmp_path / "many.db"
-    items = [Attempt(f"e{i}", 1, "ok", None, {"exp.model": "resnet50", "trial": i,
-                                              "exp.framework": "pytorch"},
-                     {"results.time_data": [1.0, 2.0, 3.0]}, None, {}, None,
-                     "2026-01-01T10:00:00.000+00:00", "2026-01-01T10:01:00.000+00:00")
-             for i in range(PAGE_ROWS + 5)]
-    with open_store(database) as store:
-        store.record_attempts(items)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(str(database)), host="127.0.0.1",
+    server = uvicorn.Server(uvicorn.Config(create_app(location), host="127.0.0.1",
                                            port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
         while not server.started and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert server.started, "the server did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _attempts(count: int, model: str = "resnet50", first: int = 0) -> list[Any]:
+    from dlbs.results.store import Attempt
+
+    return [Attempt(f"e{i}", 1, "ok", None, {"exp.model": model, "trial": i,
+                                             "exp.framework": "pytorch"},
+                    {"results.time_data": [1.0, 2.0, 3.0]}, None, {}, None,
+                    "2026-01-01T10:00:00.000+00:00", "2026-01-01T10:01:00.000+00:00")
+            for i in range(first, first + count)]
+
+
+def test_a_report_of_many_rows_shows_its_first_and_gives_all_as_csv(tmp_path: Path) -> None:
+    from dlbs.web.app import PAGE_ROWS
+
+    database = tmp_path / "many.db"
+    with open_store(database) as store:
+        store.record_attempts(_attempts(PAGE_ROWS + 5))
+    with _in_process(str(database)) as base:
         status, _, page = _get(base, "/report?filter=exp.model%3Dresnet*")
         assert status == 200 and f"{PAGE_ROWS + 5} rows: the first {PAGE_ROWS}" in page
         assert page.count("<tr>") == PAGE_ROWS + 1
         status, headers, csv_text = _get(base, "/report?filter=exp.model%3Dresnet*&format=csv")
         assert status == 200 and headers["content-type"].startswith("text/csv")
         assert len(csv_text.strip().splitlines()) == PAGE_ROWS + 5 + 1
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+
+
+def _concurrently(*calls: Callable[[], Any]) -> list[Any]:
+    """Run each call in a thread of its own; their results (an exception is raised here)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [future.result(timeout=120) for future in futures]
+
+
+@pytest.mark.parametrize("store_location", ["sqlite", "postgresql"], indirect=True)
+def test_two_slow_requests_are_answered_at_once(store_location: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two report pages are built at the same time: each waits for the other to start.
+
+    Served one at a time, the first would wait at the barrier for a second that cannot start
+    and the barrier would break (an error page); here both pass it. A quick page is answered
+    while both are still being built.
+    """
+    import threading
+
+    import dlbs.web.app
+
+    with open_store(store_location) as store:
+        store.record_attempts(_attempts(20))
+    both = threading.Barrier(2, timeout=30)
+    started = threading.Event()
+    release = threading.Event()
+    real = dlbs.web.app.build_report
+
+    def slow_build(*args: Any, **kwargs: Any) -> Any:
+        both.wait()             # raises BrokenBarrierError when the other never comes
+        started.set()
+        release.wait(timeout=30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dlbs.web.app, "build_report", slow_build)
+    with _in_process(store_location) as base:
+        def quick_page() -> int:
+            try:
+                assert started.wait(timeout=30), "the two reports did not start together"
+                return _get(base, "/")[0]   # while both reports wait for `release`
+            finally:
+                release.set()
+
+        first, second, runs_status = _concurrently(
+            lambda: _get(base, "/report?type=regular"),
+            lambda: _get(base, "/report?type=regular&by=exp.model,trial"),
+            quick_page)
+    assert not both.broken
+    assert runs_status == 200
+    for status, _, body in (first, second):
+        assert status == 200 and "resnet50" in body, body[-2000:]
+
+
+@pytest.mark.parametrize("store_location", ["sqlite", "postgresql"], indirect=True)
+def test_a_kept_page_is_built_again_when_the_store_changes(store_location: str) -> None:
+    with open_store(store_location) as store:
+        store.record_attempts(_attempts(3))
+    with _in_process(store_location) as base:
+        pages = [_get(base, "/report?format=csv")[2] for _ in range(2)]
+        assert pages[0] == pages[1] and pages[0].count("resnet50") == 3
+        with open_store(store_location) as store:
+            store.record_attempts(_attempts(2, model="vgg16", first=3))
+        _, _, page = _get(base, "/report?format=csv")
+        assert page.count("resnet50") == 3 and page.count("vgg16") == 2
+        with open_store(store_location) as store:
+            store.record_start("open", 1, {"exp.model": "alexnet"})
+        assert _get(base, "/")[2].count("<td>") > 0
+        with open_store(store_location) as store:
+            store.record_end("open", 1, "ok", results={"results.time_data": [1.0, 2.0]})
+        _, _, page = _get(base, "/report?format=csv")
+        assert page.count("alexnet") == 1, page
