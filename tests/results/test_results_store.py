@@ -202,6 +202,37 @@ def test_a_second_claim_of_the_same_scope_is_refused(store_location: str) -> Non
             pass
 
 
+def test_the_change_marker_moves_whenever_an_attempt_is_added_or_ends(
+        store_location: str) -> None:
+    """What `dlbs serve` compares before it answers from what it kept (dlbs/web/data.py)."""
+    with open_store(store_location) as db:
+        seen = [db.change_marker()]
+
+        def moved() -> bool:
+            seen.append(db.change_marker())
+            return seen[-1] not in seen[:-1]
+
+        db.record_start("e1", 1, PARAMS)
+        assert moved()
+        db.record_start("e2", 1, PARAMS)
+        assert moved()
+        db.set_job_id("e2", 1, "42")     # nothing a page shows from the columns
+        assert db.change_marker() == seen[-1]
+        db.record_end("e1", 1, "ok", results={"results.time_data": [1.0]})
+        assert moved()
+        # One ends while another starts: the open count is back, the rowid is not.
+        db.record_end("e2", 1, "failure")
+        db.record_start("e3", 1, PARAMS)
+        assert moved()
+        db.record_attempt("e4", None, PARAMS, "skipped")
+        assert moved()
+        db.record_attempts([Attempt("e5", 1, "ok", None, PARAMS, {}, None, {}, None,
+                                    "2026-01-01T00:00:00+00:00", "2026-01-01T00:01:00+00:00")])
+        assert moved()
+        with open_store(store_location, read_only=True) as reader:
+            assert reader.change_marker() == seen[-1]
+
+
 def test_attempts_are_read_back_whole_in_chunks(db: ResultsStore) -> None:
     items = [Attempt(f"e{i:03d}", 1, "ok" if i % 2 else "failure", None, dict(PARAMS, i=i),
                      {"results.time_data": [1.0, 2.0, float(i)]}, f"e{i}.log", {"host": "h"},
