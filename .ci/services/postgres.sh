@@ -59,7 +59,9 @@ printf '%s\n' "ALTER ROLE dlbs PASSWORD :'password'" |
 if [ "$(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = 'dlbs'")" != 1 ]; then
     psql_admin -c "CREATE DATABASE dlbs OWNER dlbs"
 fi
-# Tests create a database of their own each (CREATEDB), and drop it after.
-psql_admin -c "ALTER ROLE dlbs CREATEDB" >/dev/null
+# Tests create a database of their own each (CREATEDB), and drop it after; the credentials
+# and read-only tests make roles of their own (CREATEROLE: a password to look for in every
+# output, a user who may only read), and drop them after.
+psql_admin -c "ALTER ROLE dlbs CREATEDB CREATEROLE" >/dev/null
 echo "postgres.sh: PostgreSQL $(runuser -u postgres -- psql -X -tAc 'SHOW server_version' -p "$port") up on 127.0.0.1:$port"
 echo "postgresql://dlbs:${password}@127.0.0.1:${port}/dlbs"

@@ -8,8 +8,15 @@ description; this module translates it), with what PostgreSQL needs besides:
   header: `PRAGMA user_version`, `application_id`);
 - `param_values` is found by a hash of the value (a B-tree entry cannot hold a long list
   parameter) and kept unique by its MD5.
-A PostgreSQL store was first made at version 4, so it has no migration yet; the next
-layout adds one here (MIGRATIONS) beside SQLite's.
+A PostgreSQL store was first made at version 4, so it has no migration yet. The next layout
+(SCHEMA_VERSION 5) adds a step here, `MIGRATIONS[4]`, beside SQLite's in migrations.py: a
+function of the open Session that changes the tables of version 4 into those of version 5,
+spelled out as they were (not from today's schema.py). The store runs it in the transaction
+that opens the database, under the writers' lock, and records the new version in
+`dlbs_meta` in the same transaction (postgres_store.py), so a failed step leaves version 4
+whole, and of many dlbs opening the database at once one migrates it. A dlbs older than a
+database refuses it by its version ("use a newer dlbs"); tests/results/
+test_results_postgres_store.py runs the mechanism with a synthetic version 5.
 """
 
 from __future__ import annotations

@@ -145,27 +145,49 @@ class PostgresStore(StoreWrites, StoreReads):
                                "results (an empty database)")
         if not create and version == 0:
             raise NoStore(f"no results database at {self.location}")
-        with self._errors("open"), self._transaction() as session:
-            # Read again inside the write lock: another writer may have created or migrated
-            # the database since we looked.
-            version = self._version()
-            if version == 0:
-                for statement in postgres_schema.statements():
-                    session.execute(statement)
-                session.execute("INSERT INTO dlbs_meta (name, value) VALUES (?, ?), (?, ?)",
-                                ("application", postgres_schema.APPLICATION,
-                                 "schema_version", str(SCHEMA_VERSION)))
-                version = SCHEMA_VERSION
-            while version < SCHEMA_VERSION:
-                step = postgres_schema.MIGRATIONS.get(version)
-                if step is None:
-                    raise ResultsError(
-                        f"results database {self.location} has schema version {version}, "
-                        f"which this dlbs cannot migrate to {SCHEMA_VERSION}")
-                step(session)
-                version += 1
-                session.execute("UPDATE dlbs_meta SET value = ? WHERE name = "
-                                "'schema_version'", (str(version),))
+        try:
+            with self._errors("open"), self._transaction() as session:
+                # Read again inside the write lock: another writer may have created or
+                # migrated the database since we looked.
+                version = self._version()
+                if version == 0:
+                    for statement in postgres_schema.statements():
+                        session.execute(statement)
+                    session.execute("INSERT INTO dlbs_meta (name, value) VALUES (?, ?), "
+                                    "(?, ?)", ("application", postgres_schema.APPLICATION,
+                                               "schema_version", str(SCHEMA_VERSION)))
+                    version = SCHEMA_VERSION
+                self._migrate(session, version)
+        except ResultsError as error:
+            if not self.read_only or version == 0:
+                raise
+            # A reader migrates an older database as a writer would, where its user may
+            # change the tables; one who may only read is told who can.
+            raise ResultsError(
+                f"results database {self.location} has schema version {version}; this dlbs "
+                f"reads version {SCHEMA_VERSION} and could not migrate it: {error.message}",
+                hint="open it once as a user who may change its tables (a `dlbs run` or "
+                     "`dlbs results copy` into it migrates it), or read it with the dlbs "
+                     "that wrote it") from error
+
+    def _migrate(self, session: Session, version: int) -> None:
+        """Upgrade the layout from `version`, a step per version, in the open transaction.
+
+        A step (postgres_schema.MIGRATIONS) and the version it reaches are committed
+        together, or, when anything fails, nothing is: the database keeps its old version.
+        """
+        while version < SCHEMA_VERSION:
+            step = postgres_schema.MIGRATIONS.get(version)
+            if step is None:
+                raise ResultsError(
+                    f"results database {self.location} has schema version {version}, "
+                    f"which this dlbs cannot migrate to {SCHEMA_VERSION}",
+                    hint="PostgreSQL stores begin at version 4; read it with the dlbs that "
+                         "wrote it")
+            step(session)
+            version += 1
+            session.execute("UPDATE dlbs_meta SET value = ? WHERE name = 'schema_version'",
+                            (str(version),))
 
     def _version(self) -> int:
         """The schema version (0: an empty database); refuses foreign and newer ones."""

@@ -8,6 +8,7 @@ The protocol every store offers is tested on both stores in test_results_store.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,9 +17,13 @@ import sys
 import textwrap
 import time
 import urllib.parse
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 from helpers_results import REPO, postgres_store_url, postgres_url
 
@@ -237,3 +242,147 @@ def test_writers_on_both_slurm_nodes_lose_nothing_and_repeat_nothing(tmp_path: P
     assert {status for _, _, _, status in stored} == {"ok"}
     shared = sorted(attempt for exp_id, attempt, _, _ in stored if exp_id == "shared-0")
     assert shared == list(range(1, len(names) + 1))
+
+
+# -- schema versions: the next layout's migration, older and newer dlbs --------------------
+
+def _meta_version(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return int(conn.execute(f"SELECT value FROM {_schema(url)}.dlbs_meta "
+                                "WHERE name = 'schema_version'").fetchone()[0])
+
+
+def _has_table(url: str, name: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                 (f"{_schema(url)}.{name}",)).fetchone()[0])
+
+
+@contextlib.contextmanager
+def _next_version(monkeypatch: pytest.MonkeyPatch, step: Any) -> Iterator[None]:
+    """Make this dlbs the next one: SCHEMA_VERSION + 1, with `step` from this version."""
+    import dlbs.results.postgres_store as postgres_store
+    from dlbs.results import postgres_schema
+
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres_store, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+        patch.setattr(postgres_schema, "MIGRATIONS",
+                      {**postgres_schema.MIGRATIONS, SCHEMA_VERSION: step})
+        yield
+
+
+def test_a_newer_dlbs_migrates_a_database_of_this_version_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mechanism the next layout uses, with a synthetic version SCHEMA_VERSION + 1."""
+    runs: list[int] = []
+
+    def add_a_table(session: Any) -> None:
+        runs.append(1)
+        session.execute("CREATE TABLE next_layout (id BIGINT PRIMARY KEY, note TEXT)")
+        session.execute("ALTER TABLE attempts ADD COLUMN next_note TEXT")
+
+    with postgres_store_url() as url:
+        with open_store(url) as store:
+            store.record_attempt("e1", 1, PARAMS, "ok", results={"results.time_data": [2.0]})
+        with _next_version(monkeypatch, add_a_table):
+            # Many dlbs open the database at once: one migrates it, the others find it done.
+            stores = _threads(lambda: open_store(url), 4)
+            assert runs == [1] and all(s.schema_version == SCHEMA_VERSION + 1 for s in stores)
+            for store in stores:
+                store.close()
+            with open_store(url, read_only=True) as reader:
+                assert [a.exp_id for a in reader.attempts()] == ["e1"]
+            assert runs == [1]
+        assert _meta_version(url) == SCHEMA_VERSION + 1 and _has_table(url, "next_layout")
+        # This dlbs is the older one now: it refuses the database, reading or writing.
+        for read_only in (False, True):
+            with pytest.raises(ResultsError, match=f"has schema version {SCHEMA_VERSION + 1}; "
+                               f"this dlbs reads versions up to {SCHEMA_VERSION}") as error:
+                open_store(url, read_only=read_only)
+            assert "newer dlbs" in (error.value.hint or "")
+        result = subprocess.run([sys.executable, "-m", "dlbs.cli.main", "report", url],
+                                cwd=REPO, capture_output=True, text=True, timeout=120,
+                                check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("dlbs: error: results database postgresql://")
+
+
+def test_a_failed_migration_leaves_the_old_version_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def half_a_step(session: Any) -> None:
+        session.execute("CREATE TABLE next_layout (id BIGINT)")
+        session.execute("SELECT no_such_function()")
+
+    with postgres_store_url() as url:
+        with open_store(url) as store:
+            store.record_attempt("e1", 1, PARAMS, "ok")
+        with _next_version(monkeypatch, half_a_step):
+            with pytest.raises(ResultsError, match="cannot open: .*no_such_function"):
+                open_store(url)
+        assert _meta_version(url) == SCHEMA_VERSION and not _has_table(url, "next_layout")
+        with open_store(url, read_only=True) as reader:
+            assert [a.exp_id for a in reader.attempts()] == ["e1"]
+
+
+def test_a_reader_who_may_not_migrate_is_told_who_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    role = f"dlbs_reader_{uuid.uuid4().hex[:12]}"
+    secret = uuid.uuid4().hex
+    with postgres_store_url() as url:
+        open_store(url).close()
+        schema = _schema(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                psycopg.sql.Identifier(role), psycopg.sql.Literal(secret)))
+            conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        try:
+            parts = urllib.parse.urlsplit(url)
+            reader_url = url.replace(f"{parts.username}:{parts.password}@",
+                                     f"{role}:{secret}@", 1)
+            with open_store(reader_url, read_only=True) as reader:
+                assert reader.schema_version == SCHEMA_VERSION
+            with _next_version(monkeypatch, lambda session: session.execute(
+                    "CREATE TABLE next_layout (id BIGINT)")):
+                with pytest.raises(ResultsError, match=f"has schema version {SCHEMA_VERSION}; "
+                                   "this dlbs reads version .* could not migrate it: .*"
+                                   "permission denied") as error:
+                    open_store(reader_url, read_only=True)
+                assert "may change its tables" in (error.value.hint or "")
+                assert secret not in error.value.message + (error.value.hint or "")
+            assert _meta_version(url) == SCHEMA_VERSION
+        finally:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {role}")
+                conn.execute(f"REVOKE ALL ON SCHEMA {schema} FROM {role}")
+                conn.execute(f"DROP ROLE {role}")
+
+
+def test_an_older_version_that_postgresql_never_had_is_refused_untouched() -> None:
+    """PostgreSQL stores begin at version 4: a lower one was not written by dlbs."""
+    with postgres_store_url() as url:
+        open_store(url).close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {_schema(url)}.dlbs_meta SET value = %s "
+                         "WHERE name = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+        for read_only in (False, True):
+            with pytest.raises(ResultsError, match=f"schema version {SCHEMA_VERSION - 1}, "
+                               f"which this dlbs cannot migrate to {SCHEMA_VERSION}"):
+                open_store(url, read_only=read_only)
+        assert _meta_version(url) == SCHEMA_VERSION - 1
+
+
+def test_every_layout_after_the_first_has_a_migration_in_both_stores() -> None:
+    """Raising SCHEMA_VERSION without a step for each store fails here, not at a user's."""
+    from dlbs.results import migrations, postgres_schema
+
+    assert sorted(migrations.MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+    assert sorted(postgres_schema.MIGRATIONS) == list(range(4, SCHEMA_VERSION))
+
+
+def _threads(call: Any, count: int) -> list[Any]:
+    """`call()` in `count` threads at once; their results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(count) as pool:
+        return [future.result(timeout=120) for future in
+                [pool.submit(call) for _ in range(count)]]
