@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,3 +105,47 @@ def postgres_store_url(url: str | None = None) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+# -- dlbs serve ------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def serve_in_process(location: str) -> Iterator[str]:
+    """`dlbs serve`'s application on a free localhost port, in this process; its base URL."""
+    import threading
+
+    import uvicorn
+
+    from dlbs.web import create_app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(location), host="127.0.0.1",
+                                           port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started, "the server did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def http_get(base: str, path: str) -> tuple[int, dict[str, str], str]:
+    """GET `path` of a server: (status, headers, body)."""
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        connection.close()

@@ -8,8 +8,6 @@ renders its tables and charts, logs no error, and asks the server for nothing el
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import socket
 import subprocess
 import sys
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers_results import http_get, serve_in_process
 
 from dlbs.results.store import open_store
 from tests.report.cdp import Browser, is_problem
@@ -54,7 +53,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                _get(base, "/")
+                http_get(base, "/")
                 break
             except OSError:
                 assert server.poll() is None, server.communicate()[1]
@@ -65,17 +64,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         server.wait(timeout=30)
         server.stdout.close()
         server.stderr.close()
-
-
-def _get(base: str, path: str) -> tuple[int, dict[str, str], str]:
-    parts = urllib.parse.urlsplit(base)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read().decode()
-    finally:
-        connection.close()
 
 
 def _pages(base: str, database: Path) -> list[str]:
@@ -90,21 +78,21 @@ def test_every_page_answers_escaped_and_read_only(served: tuple[str, Path]) -> N
     base, database = served
     before = database.stat().st_mtime_ns
     for path in _pages(base, database):
-        status, headers, body = _get(base, path)
+        status, headers, body = http_get(base, path)
         assert status == 200, (path, body[-2000:])
         assert "default-src 'none'" in headers["content-security-policy"]
         assert "<table" in body, path
         assert HOSTILE not in body and "<script" not in body, path
-    _, _, runs = _get(base, "/")
+    _, _, runs = http_get(base, "/")
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in runs
-    _, _, page = _get(base, "/experiment/hostile")
+    _, _, page = http_get(base, "/experiment/hostile")
     assert "&lt;script&gt;" in page and HOSTILE not in page
-    status, _, body = _get(base, "/report?type=bogus")
+    status, _, body = http_get(base, "/report?type=bogus")
     assert status == 400 and "unknown report type" in body
-    status, _, _ = _get(base, "/experiment/no-such-id")
+    status, _, _ = http_get(base, "/experiment/no-such-id")
     assert status == 404
     # A filter is a glob matched in Python, never SQL: this one just matches nothing.
-    status, _, body = _get(base, "/report?filter=" + urllib.parse.quote(
+    status, _, body = http_get(base, "/report?filter=" + urllib.parse.quote(
         "exp.model=' OR 1=1; DROP TABLE attempts; --"))
     assert status == 200 and "No ok experiments to report" in body
     assert database.stat().st_mtime_ns == before
@@ -114,7 +102,7 @@ def test_every_page_answers_escaped_and_read_only(served: tuple[str, Path]) -> N
 
 def test_the_report_page_is_the_reports_engine(served: tuple[str, Path], dlbs_cli) -> None:
     base, database = served
-    _, _, page = _get(base, "/report?type=weak")
+    _, _, page = http_get(base, "/report?type=weak")
     cli = dlbs_cli("report", str(database), "--type", "weak", "--format", "html")
     assert cli.returncode == 0
     table = cli.stdout[cli.stdout.index('<section id="tables">'):cli.stdout.index("</section>")]
@@ -123,9 +111,9 @@ def test_the_report_page_is_the_reports_engine(served: tuple[str, Path], dlbs_cl
 
 def test_the_history_page_shows_each_configurations_runs(served: tuple[str, Path]) -> None:
     base, _ = served
-    _, _, page = _get(base, "/history")
+    _, _, page = http_get(base, "/history")
     assert page.count("<td>steady</td>") + page.count("<td>too few</td>") >= 2
-    _, _, chart = _get(base, "/history/chart?index=0")
+    _, _, chart = http_get(base, "/history/chart?index=0")
     assert "<svg" in chart and ">v1<" in chart and ">v2<" in chart
 
 
@@ -157,33 +145,6 @@ def test_every_page_renders_in_chromium_and_fetches_nothing_else(
             assert requested == [url], path
 
 
-@contextlib.contextmanager
-def _in_process(location: str) -> Iterator[str]:
-    """`dlbs serve`'s application on a free localhost port, in this process; its base URL."""
-    import threading
-
-    import uvicorn
-
-    from dlbs.web import create_app
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(location), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.started, "the server did not start"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
 def _attempts(count: int, model: str = "resnet50", first: int = 0) -> list[Any]:
     from dlbs.results.store import Attempt
 
@@ -200,11 +161,11 @@ def test_a_report_of_many_rows_shows_its_first_and_gives_all_as_csv(tmp_path: Pa
     database = tmp_path / "many.db"
     with open_store(database) as store:
         store.record_attempts(_attempts(PAGE_ROWS + 5))
-    with _in_process(str(database)) as base:
-        status, _, page = _get(base, "/report?filter=exp.model%3Dresnet*")
+    with serve_in_process(str(database)) as base:
+        status, _, page = http_get(base, "/report?filter=exp.model%3Dresnet*")
         assert status == 200 and f"{PAGE_ROWS + 5} rows: the first {PAGE_ROWS}" in page
         assert page.count("<tr>") == PAGE_ROWS + 1
-        status, headers, csv_text = _get(base, "/report?filter=exp.model%3Dresnet*&format=csv")
+        status, headers, csv_text = http_get(base, "/report?filter=exp.model%3Dresnet*&format=csv")
         assert status == 200 and headers["content-type"].startswith("text/csv")
         assert len(csv_text.strip().splitlines()) == PAGE_ROWS + 5 + 1
 
@@ -245,17 +206,17 @@ def test_two_slow_requests_are_answered_at_once(store_location: str,
         return real(*args, **kwargs)
 
     monkeypatch.setattr(dlbs.web.app, "build_report", slow_build)
-    with _in_process(store_location) as base:
+    with serve_in_process(store_location) as base:
         def quick_page() -> int:
             try:
                 assert started.wait(timeout=30), "the two reports did not start together"
-                return _get(base, "/")[0]   # while both reports wait for `release`
+                return http_get(base, "/")[0]   # while both reports wait for `release`
             finally:
                 release.set()
 
         first, second, runs_status = _concurrently(
-            lambda: _get(base, "/report?type=regular"),
-            lambda: _get(base, "/report?type=regular&by=exp.model,trial"),
+            lambda: http_get(base, "/report?type=regular"),
+            lambda: http_get(base, "/report?type=regular&by=exp.model,trial"),
             quick_page)
     assert not both.broken
     assert runs_status == 200
@@ -267,17 +228,17 @@ def test_two_slow_requests_are_answered_at_once(store_location: str,
 def test_a_kept_page_is_built_again_when_the_store_changes(store_location: str) -> None:
     with open_store(store_location) as store:
         store.record_attempts(_attempts(3))
-    with _in_process(store_location) as base:
-        pages = [_get(base, "/report?format=csv")[2] for _ in range(2)]
+    with serve_in_process(store_location) as base:
+        pages = [http_get(base, "/report?format=csv")[2] for _ in range(2)]
         assert pages[0] == pages[1] and pages[0].count("resnet50") == 3
         with open_store(store_location) as store:
             store.record_attempts(_attempts(2, model="vgg16", first=3))
-        _, _, page = _get(base, "/report?format=csv")
+        _, _, page = http_get(base, "/report?format=csv")
         assert page.count("resnet50") == 3 and page.count("vgg16") == 2
         with open_store(store_location) as store:
             store.record_start("open", 1, {"exp.model": "alexnet"})
-        assert _get(base, "/")[2].count("<td>") > 0
+        assert http_get(base, "/")[2].count("<td>") > 0
         with open_store(store_location) as store:
             store.record_end("open", 1, "ok", results={"results.time_data": [1.0, 2.0]})
-        _, _, page = _get(base, "/report?format=csv")
+        _, _, page = http_get(base, "/report?format=csv")
         assert page.count("alexnet") == 1, page
