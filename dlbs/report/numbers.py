@@ -33,8 +33,58 @@ def significant(value: float) -> str:
 
 
 def significant_all(values: np.ndarray) -> list[str]:
-    """`significant` of each value ("nan" and infinities: `-`)."""
-    return [significant(value) for value in values.tolist()]
+    """`significant` of each value ("nan" and infinities: `-`), the same texts, faster.
+
+    A report of 100,000 experiments writes hundreds of thousands of numbers: the decimals of
+    each come from numpy, and the values of one number of decimals are formatted together
+    by one bound `str.format` (no Python call per value). `math.log10`, which `significant`
+    uses, is asked again where numpy's logarithm is within a hair of an integer, so that a
+    value next to a power of ten gets the decimals `significant` gives it.
+    """
+    numbers = np.asarray(values, dtype=np.float64).reshape(-1)
+    texts = np.full(len(numbers), "-", dtype=object)
+    finite = np.isfinite(numbers)
+    magnitude = np.abs(numbers)
+    whole = finite & (numbers == np.round(numbers)) & (magnitude < _EXACT_INTEGERS)
+    fraction = finite & ~whole
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logarithm = np.log10(np.where(fraction, magnitude, 1.0))
+    decimals = np.maximum(DIGITS - (np.floor(logarithm) + 1), 0).astype(np.int64)
+    for index in np.flatnonzero(fraction & (np.abs(logarithm - np.round(logarithm)) < 1e-9)
+                                ).tolist():
+        decimals[index] = max(DIGITS - (math.floor(math.log10(magnitude[index])) + 1), 0)
+    texts[whole] = list(map("{:.0f}".format, numbers[whole].tolist()))
+    for count in np.unique(decimals[fraction]).tolist():
+        chosen = fraction & (decimals == count)
+        formatted = map(f"{{:.{count}f}}".format, numbers[chosen].tolist())
+        # A fixed-point text of some decimals always has its point: trailing zeros go.
+        texts[chosen] = [text.rstrip("0").rstrip(".") for text in formatted] if count else \
+            list(formatted)
+    for index in np.flatnonzero(texts == "-0").tolist():   # -0.0, or a tiny negative value
+        texts[index] = "0"
+    return texts.tolist()
+    finite = np.isfinite(numbers)
+    magnitude = np.abs(numbers)
+    whole = finite & (numbers == np.round(numbers)) & (magnitude < _EXACT_INTEGERS)
+    fraction = finite & ~whole
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logarithm = np.log10(np.where(fraction, magnitude, 1.0))
+    decimals = np.zeros(len(numbers), dtype=np.int64)
+    decimals[fraction] = np.maximum(DIGITS - (np.floor(logarithm[fraction]) + 1), 0)
+    near = fraction & (np.abs(logarithm - np.round(logarithm)) < 1e-9)
+    for index in np.flatnonzero(near).tolist():
+        decimals[index] = max(DIGITS - (math.floor(math.log10(magnitude[index])) + 1), 0)
+    for index, text in zip(np.flatnonzero(whole).tolist(),
+                           map("{:.0f}".format, numbers[whole].tolist())):
+        texts[index] = "0" if text == "-0" else text
+    for count in np.unique(decimals[fraction]).tolist():
+        chosen = np.flatnonzero(fraction & (decimals == count))
+        formatted = map(f"{{:.{count}f}}".format, numbers[chosen].tolist())
+        for index, text in zip(chosen.tolist(), formatted):
+            if "." in text:
+                text = text.rstrip("0").rstrip(".")
+            texts[index] = "0" if text in ("-0", "") else text
+    return texts
 
 
 def exact(value: Any) -> Any:
