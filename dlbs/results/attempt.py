@@ -132,3 +132,35 @@ class StoredSummary(NamedTuple):
     started_at: str
     ended_at: str | None
     rowid: int = 0
+
+
+@dataclass(frozen=True)
+class ReportColumns:
+    """Every attempt's `report_row` and `param_codes` (schema.py), in rowid order, as arrays.
+
+    What the columnar reader (stored_columns.py) turns into a report's columns: the BLOBs
+    of all attempts concatenated, and the size of each attempt's codes, so that no Python
+    object is made per attempt.
+    """
+
+    #: The attempts' rowids, ascending (int64).
+    rowids: np.ndarray
+    #: Their `report_row` BLOBs, one after the other, and the bytes of each.
+    rows: bytes
+    row_sizes: np.ndarray
+    #: Their `param_codes` BLOBs, one after the other, and the bytes of each.
+    codes: bytes
+    code_sizes: np.ndarray
+
+    @classmethod
+    def of_rows(cls, rows: list[tuple[int, Any, Any]]) -> ReportColumns:
+        """From (rowid, report_row, param_codes) rows in rowid order (a NULL: no bytes)."""
+        report_rows = [bytes(row[1] or b"") for row in rows]
+        codes = [bytes(row[2] or b"") for row in rows]
+        return cls(np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)),
+                   b"".join(report_rows),
+                   np.fromiter(map(len, report_rows), dtype=np.intp, count=len(rows)),
+                   b"".join(codes), np.fromiter(map(len, codes), dtype=np.intp, count=len(rows)))
+
+    def __len__(self) -> int:
+        return len(self.rowids)

@@ -26,9 +26,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from dlbs.errors import ResultsError
 from dlbs.results import postgres_schema
-from dlbs.results.attempt import NoStore
+from dlbs.results.attempt import NoStore, ReportColumns
 from dlbs.results.schema import SCHEMA_VERSION
 from dlbs.results.sql_session import POSTGRESQL, Session
 from dlbs.results.store_reads import StoreReads
@@ -139,6 +141,7 @@ class PostgresStore(StoreWrites, StoreReads):
     def _open(self, create: bool) -> None:
         version = self._version()
         if version == SCHEMA_VERSION:
+            self._ensure_indexes()
             return
         if self.read_only and version == 0:
             raise ResultsError(f"results database {self.location}: cannot open: it holds no "
@@ -158,6 +161,8 @@ class PostgresStore(StoreWrites, StoreReads):
                                                "schema_version", str(SCHEMA_VERSION)))
                     version = SCHEMA_VERSION
                 self._migrate(session, version)
+                for statement in postgres_schema.INDEXES.values():
+                    session.execute(statement)
         except ResultsError as error:
             if not self.read_only or version == 0:
                 raise
@@ -169,6 +174,18 @@ class PostgresStore(StoreWrites, StoreReads):
                 hint="open it once as a user who may change its tables (a `dlbs run` or "
                      "`dlbs results copy` into it migrates it), or read it with the dlbs "
                      "that wrote it") from error
+
+    def _ensure_indexes(self) -> None:
+        """A writer adds the indexes (postgres_schema.INDEXES) a store made before them lacks."""
+        if self.read_only:
+            return
+        with self._errors("open"):
+            missing = [statement for name, statement in postgres_schema.INDEXES.items()
+                       if self._session.one("SELECT to_regclass(?) IS NULL", (name,))[0]]
+            if missing:
+                with self._transaction() as session:
+                    for statement in missing:
+                        session.execute(statement)
 
     def _migrate(self, session: Session, version: int) -> None:
         """Upgrade the layout from `version`, a step per version, in the open transaction.
@@ -249,6 +266,35 @@ class PostgresStore(StoreWrites, StoreReads):
 
     # -- reads only PostgreSQL has ----------------------------------------------------------
 
+    def report_columns(self) -> ReportColumns:
+        """Every attempt's `report_row` and `param_codes`, in rowid order (see ReportColumns).
+
+        The server concatenates them (`string_agg`), from the index `attempts_report`, so
+        that a few values come back per query rather than a row per attempt; a query per
+        `_REPORT_CHUNK` attempts (a bytea value holds at most 1 GB).
+        """
+        pieces: list[tuple[np.ndarray, ...]] = []
+        after = -1
+        while True:
+            [(count, *values)] = self._read("read attempts", _REPORT_QUERY,
+                                            (after, _REPORT_CHUNK), binary=True)
+            if not count:
+                break
+            ids, row_sizes, rows, code_sizes, codes = (
+                np.frombuffer(bytes(value or b""), dtype=dtype)
+                for value, dtype in zip(values, (">i8", ">i4", np.uint8, ">i4", np.uint8)))
+            pieces.append(_in_rowid_order(ids.astype(np.int64), row_sizes.astype(np.intp),
+                                          rows, code_sizes.astype(np.intp), codes))
+            if count < _REPORT_CHUNK:
+                break
+            after = int(pieces[-1][0][-1])
+        if not pieces:
+            empty = np.zeros(0, dtype=np.intp)
+            return ReportColumns(np.zeros(0, dtype=np.int64), b"", empty, b"", empty)
+        ids, row_sizes, rows, code_sizes, codes = (np.concatenate(part) for part in
+                                                   zip(*pieces))
+        return ReportColumns(ids, rows.tobytes(), row_sizes, codes.tobytes(), code_sizes)
+
     def summary_values(self, key: str) -> list[tuple[int, str]] | None:
         """(rowid, the JSON text of summary[key]) of the attempts whose summary has `key`.
 
@@ -262,3 +308,34 @@ class PostgresStore(StoreWrites, StoreReads):
         except self.driver_errors:
             return None
         return [(rowid, text) for rowid, text in rows if text is not None]
+
+
+# Attempts that report_columns reads per query, and the query (one row: the count, then
+# rowids, report rows and codes, each with their sizes, in the order the server read them).
+_REPORT_CHUNK = 200_000
+_REPORT_QUERY = (
+    "SELECT count(*), string_agg(int8send(rowid), ''::bytea), "
+    "string_agg(int4send(coalesce(length(report_row), 0)), ''::bytea), "
+    "string_agg(coalesce(report_row, ''::bytea), ''::bytea), "
+    "string_agg(int4send(coalesce(length(param_codes), 0)), ''::bytea), "
+    "string_agg(coalesce(param_codes, ''::bytea), ''::bytea) "
+    "FROM (SELECT rowid, report_row, param_codes FROM attempts WHERE rowid > ? "
+    "ORDER BY rowid LIMIT ?) AS chunk")
+
+
+def _in_rowid_order(ids: np.ndarray, row_sizes: np.ndarray, rows: np.ndarray,
+                    code_sizes: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The attempts of one query in rowid order (the server reads them in it, as a rule)."""
+    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
+        return ids, row_sizes, rows, code_sizes, codes
+    order = np.argsort(ids, kind="stable")
+    return (ids[order], row_sizes[order], _gathered(rows, row_sizes, order),
+            code_sizes[order], _gathered(codes, code_sizes, order))
+
+
+def _gathered(data: np.ndarray, sizes: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The pieces of `data` (of `sizes`, one after the other) in `order`."""
+    starts = np.cumsum(sizes) - sizes
+    taken = sizes[order]
+    return data[np.repeat(starts[order] - (np.cumsum(taken) - taken), taken) +
+                np.arange(int(taken.sum()))]

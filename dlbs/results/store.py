@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dlbs.results.attempt import STARTED, Attempt, NoStore, StoredSummary
+from dlbs.results.attempt import STARTED, Attempt, NoStore, ReportColumns, StoredSummary
 from dlbs.results.schema import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "STARTED", "Attempt", "NoStore", "ResultsStore", "StoredSummary",
-           "is_store", "is_store_url", "open_existing_store", "open_store", "store_name"]
+__all__ = ["SCHEMA_VERSION", "STARTED", "Attempt", "NoStore", "ReportColumns", "ResultsStore",
+           "StoredSummary", "is_store", "is_store_url", "open_existing_store", "open_store",
+           "store_name"]
 
 # (run_tag, run_host, run_folder) of the `dlbs run` that records an attempt.
 RunFields = tuple[str | None, str | None, str | None]
@@ -92,7 +93,7 @@ class ResultsStore(Protocol):
     def summaries(self, latest_only: bool = False, with_samples: bool = False,
                   ended_only: bool = False,
                   rowids: Sequence[int] | None = None) -> list[StoredSummary]: ...
-    def report_columns(self) -> list[tuple[int, bytes, bytes]]: ...
+    def report_columns(self) -> ReportColumns: ...
     def view_keys(self) -> dict[int, str]: ...
     def view_bases(self) -> dict[int, bytes]: ...
     def view_values(self, key_id: int) -> list[tuple[int, str]]: ...

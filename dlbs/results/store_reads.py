@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from dlbs.results import stats
-from dlbs.results.attempt import STARTED, Attempt, StoredSummary, flatten, loads
+from dlbs.results.attempt import (
+    STARTED,
+    Attempt,
+    ReportColumns,
+    StoredSummary,
+    flatten,
+    loads,
+)
 from dlbs.results.store_base import SqlStore
 from dlbs.util.gc import no_cyclic_gc
 
@@ -172,11 +179,15 @@ class StoreReads(SqlStore):
 
     # -- what the columnar reader (stored_columns.py) reads ---------------------------------
 
-    def report_columns(self) -> list[tuple[int, bytes, bytes]]:
-        """Every attempt's (rowid, `report_row`, `param_codes`), in rowid order."""
-        return [(rowid, _bytes(row), _bytes(codes)) for rowid, row, codes in self._read(
+    def report_columns(self) -> ReportColumns:
+        """Every attempt's `report_row` and `param_codes`, in rowid order (see ReportColumns).
+
+        A report row of the wrong size (a row dlbs did not write) is left for the reader to
+        find: the rows then do not divide into attempts.
+        """
+        return ReportColumns.of_rows(self._read(
             "read attempts", "SELECT rowid, report_row, param_codes FROM attempts "
-            "ORDER BY rowid", binary=True)]
+            "ORDER BY rowid", binary=True))
 
     def view_keys(self) -> dict[int, str]:
         """Key id -> key of every key of a view (view_codes.py)."""

@@ -24,7 +24,7 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.results import schema, stats
 from dlbs.results.columns import MISSING, Column, Record, finite_numbers
-from dlbs.results.store import STARTED, open_store, store_name
+from dlbs.results.store import STARTED, ReportColumns, open_store, store_name
 from dlbs.results.view_codes import ABSENT, FIRST_VALUE, KEY_SHIFT, NULL, VALUE_MASK
 from dlbs.util import exact_json
 
@@ -79,26 +79,21 @@ class StorePart:
         self._summary_columns: dict[str, Column] = {}
         self._columns: dict[str, Column] = {}
 
-    def _read_rows(self, rows: list[tuple[int, bytes, bytes]],
-                   stored_bases: dict[int, bytes]) -> None:
+    def _read_rows(self, rows: ReportColumns, stored_bases: dict[int, bytes]) -> None:
         """Arrays of the report rows and codes (see the module); raises on damaged rows."""
         width = len(schema.REPORT_FIELDS)
-        self._rowids = np.array([row[0] for row in rows], dtype=np.int64)
-        report_rows = [row[1] for row in rows]
-        if (np.fromiter(map(len, report_rows), dtype=np.intp, count=self.size) != width * 8
-                ).any():
+        self._rowids = rows.rowids
+        if (rows.row_sizes != width * 8).any():
             raise ValueError("a report row of the wrong size")
-        self._report = np.frombuffer(b"".join(report_rows), dtype="<f8").reshape(
-            self.size, width)
-        codes = [row[2] for row in rows]
+        self._report = np.frombuffer(rows.rows, dtype="<f8").reshape(self.size, width)
         recency = self._field("recency")
         self.recency = np.where(np.isnan(recency), 0.0, recency)
         # The differences, grouped by key (a stable counting sort keeps each key's rows in
         # order): key id -> where its entries start and end in _entry_rows/_entry_numbers.
-        sizes = np.fromiter(map(len, codes), dtype=np.intp, count=self.size)
+        sizes = rows.code_sizes
         if (sizes % 8).any():
             raise ValueError("parameter codes of the wrong size")
-        flat = np.frombuffer(b"".join(codes), dtype="<i8")
+        flat = np.frombuffer(rows.codes, dtype="<i8")
         keys = flat >> KEY_SHIFT
         order = np.argsort(keys.astype(np.int16 if len(self._key_names) < 1 << 15
                                        else np.int64), kind="stable")

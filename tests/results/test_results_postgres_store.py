@@ -386,3 +386,21 @@ def _threads(call: Any, count: int) -> list[Any]:
     with ThreadPoolExecutor(count) as pool:
         return [future.result(timeout=120) for future in
                 [pool.submit(call) for _ in range(count)]]
+
+
+def test_a_writer_adds_the_indexes_a_store_made_before_them_lacks() -> None:
+    """postgres_schema.INDEXES change nothing stored: a store of this version may lack them."""
+    from dlbs.results import postgres_schema
+
+    with postgres_store_url() as url:
+        with open_store(url) as store:
+            store.record_attempt("e1", 1, PARAMS, "ok", results={"results.time_data": [1.0]})
+        assert all(_has_table(url, name) for name in postgres_schema.INDEXES)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in postgres_schema.INDEXES:
+                conn.execute(f"DROP INDEX {_schema(url)}.{name}")
+        with open_store(url, read_only=True) as reader:   # a reader reads without them
+            assert len(reader.report_columns()) == 1
+        assert not any(_has_table(url, name) for name in postgres_schema.INDEXES)
+        open_store(url).close()
+        assert all(_has_table(url, name) for name in postgres_schema.INDEXES)

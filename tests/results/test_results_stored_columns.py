@@ -193,3 +193,58 @@ def test_a_reader_collected_on_another_thread_closes_its_store_quietly(tmp_path)
     worker.start()
     worker.join()
     assert errors == []
+
+
+@pytest.mark.postgres
+def test_postgresql_reads_the_report_columns_as_sqlite_does_in_chunks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server concatenates them, a query per chunk; the arrays are SQLite's."""
+    import psycopg
+    from helpers_results import postgres_store_url
+
+    import dlbs.results.postgres_store as postgres_store
+
+    attempts = [{"exp_id": f"e{i % 4}", "status": [None, "ok", "failure"][i % 3],
+                 "params": {"exp.model": f"m{i % 3}", "trial": i}, "results": {
+                     "results.time": float(i)}, "samples": [1.0, float(i)],
+                 "environment": {"host": "a"}, "minute": i % 6} for i in range(11)]
+    _store(tmp_path / "results.db", attempts)
+    with open_store(tmp_path / "results.db") as store:
+        expected = store.report_columns()
+    with postgres_store_url() as url:
+        _store(url, attempts)
+        for chunk in (200_000, 4, 1):
+            monkeypatch.setattr(postgres_store, "_REPORT_CHUNK", chunk)
+            with open_store(url, read_only=True) as store:
+                found = store.report_columns()
+            assert found.rowids.tolist() == expected.rowids.tolist() and len(found) == 11
+            assert found.rows == expected.rows and found.codes == expected.codes
+            assert found.row_sizes.tolist() == expected.row_sizes.tolist()
+            assert found.code_sizes.tolist() == expected.code_sizes.tolist()
+            assert load_attempts([url]).column("trial").values == \
+                load_attempts([tmp_path / "results.db"]).column("trial").values
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE attempts SET report_row = NULL WHERE rowid = 3")
+        result = dlbs_cli("report", url)
+        assert result.returncode == 2 and "cannot read the report columns" in result.stderr
+    with postgres_store_url() as url:
+        open_store(url).close()
+        with open_store(url, read_only=True) as store:
+            assert len(store.report_columns()) == 0
+
+
+def test_attempts_the_server_read_out_of_order_are_put_in_rowid_order() -> None:
+    from dlbs.results.postgres_store import _in_rowid_order
+
+    rng = np.random.default_rng(3)
+    ids = np.arange(1, 41, dtype=np.int64)
+    sizes = rng.integers(0, 4, 40) * 8
+    pieces = [bytes([int(i)] * int(size)) for i, size in zip(ids, sizes)]
+    shuffled = rng.permutation(40)
+    found = _in_rowid_order(
+        ids[shuffled], np.full(40, 2)[shuffled],
+        np.frombuffer(b"".join(bytes([int(i), 0]) for i in ids[shuffled]), np.uint8),
+        sizes[shuffled], np.frombuffer(b"".join(pieces[i] for i in shuffled), np.uint8))
+    assert found[0].tolist() == ids.tolist() and found[3].tolist() == sizes.tolist()
+    assert found[2].tobytes() == b"".join(bytes([int(i), 0]) for i in ids)
+    assert found[4].tobytes() == b"".join(pieces)
