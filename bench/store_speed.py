@@ -11,10 +11,13 @@
    in SQLite and in PostgreSQL (schema `bench_history`); `dlbs history --check` timed on
    both (it exits 1: a few configurations are planted 20% slower in the newest run).
 3. serve: `dlbs serve` on the PostgreSQL report store; the first report page (which reads
-   the store), then the report page again (the store unchanged: cached columns), each
-   request timed from the client (a weak report of 100,000 experiments has 25,000 rows:
-   the page shows the first 1,000, the whole table is its CSV link).
-Prints best wall time and CPU time (user + system of the subprocess) per command.
+   the store), then the report page again (the store unchanged: the page kept for this
+   version of the store), then a new page each time (another query string: built again
+   from the columns read once), each request timed from the client (a weak report of
+   100,000 experiments has 25,000 rows: the page shows the first 1,000, the whole table is
+   its CSV link); then two new pages asked at once, each timed from its client.
+Prints best wall time and CPU time (user + system of the subprocess) per command, and the
+load average beside each (`uptime`'s first number).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -100,8 +104,8 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def serve_timings(url: str, repeat: int) -> list[tuple[float, float]]:
-    """The first report page and `repeat` more: (wall seconds, the server's CPU seconds).
+def serve_timings(url: str, repeat: int) -> dict[str, list[tuple[float, float]]]:
+    """Report pages: (wall seconds, the server's CPU seconds) of each, by kind (see main).
 
     Wall time is a client's; CPU time the server process's (/proc).
     """
@@ -121,18 +125,33 @@ def serve_timings(url: str, repeat: int) -> list[tuple[float, float]]:
                     raise SystemExit(f"dlbs serve did not start: {server.stderr.read()}") \
                         from None
                 time.sleep(0.2)
-        found = []
-        for _ in range(repeat + 1):
-            cpu = _cpu_seconds(server.pid)
+
+        def page(path: str) -> float:
             began = time.perf_counter()
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-            connection.request("GET", "/report?type=weak")
+            connection.request("GET", path)
             response = connection.getresponse()
             body = response.read()
             connection.close()
             if response.status != 200 or b"<table" not in body:
                 raise SystemExit(f"report page: HTTP {response.status}")
-            found.append((time.perf_counter() - began, _cpu_seconds(server.pid) - cpu))
+            return time.perf_counter() - began
+
+        def timed_page(path: str) -> tuple[float, float]:
+            cpu = _cpu_seconds(server.pid)
+            wall = page(path)
+            return wall, _cpu_seconds(server.pid) - cpu
+
+        found: dict[str, list[tuple[float, float]]] = {
+            "first": [timed_page("/report?type=weak")],
+            "again": [timed_page("/report?type=weak") for _ in range(repeat)],
+            "new": [timed_page(f"/report?type=weak&n={n}") for n in range(repeat)]}
+        # Two clients at once: each wall time is its own; the CPU is both pages' together.
+        cpu = _cpu_seconds(server.pid)
+        with ThreadPoolExecutor(2) as pool:
+            walls = list(pool.map(page, ["/report?type=weak&n=a", "/report?type=weak&n=b"]))
+        both = _cpu_seconds(server.pid) - cpu
+        found["two at once"] = [(wall, both) for wall in walls]
         return found
     finally:
         server.terminate()
@@ -213,13 +232,17 @@ def main() -> None:
     if "serve" not in parts:
         return
     seconds = serve_timings(report_url, args.repeat)
-    later = seconds[1:]
+    (first_wall, first_cpu), = seconds["first"]
     print(f"serve /report?type=weak over {args.experiments} experiments (PostgreSQL): first "
-          f"page {seconds[0][0]:.2f} s wall, {seconds[0][1]:.2f} s server CPU (reads the "
-          f"store); then wall {min(w for w, _ in later):.2f} s best / "
-          f"{max(w for w, _ in later):.2f} s worst, server CPU "
-          f"{min(c for _, c in later):.2f} s best of {args.repeat}; load "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
+          f"page {first_wall:.2f} s wall, {first_cpu:.2f} s server CPU (reads the store); "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    for kind, what in (("again", "the same page again (kept for this version)"),
+                       ("new", "a new page each time (built from the columns)"),
+                       ("two at once", "two new pages at once (CPU: both pages)")):
+        walls = [wall for wall, _ in seconds[kind]]
+        print(f"  {what:48s} wall {min(walls):.3f} s best / {max(walls):.3f} s worst of "
+              f"{len(walls)}, server CPU {min(cpu for _, cpu in seconds[kind]):.3f} s best; "
+              f"load {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":
