@@ -19,7 +19,7 @@ from typing import Any
 
 import simpleeval
 
-from dlbs.config import guarded, patterns
+from dlbs.config import compiled, guarded, patterns
 from dlbs.config.guarded import OverBudget
 from dlbs.config.limits import (
     EXPRESSION_BYTES,
@@ -58,6 +58,10 @@ class _BudgetExceeded(Exception):
     """The clock or the byte count of one evaluation ran out."""
 
 
+class _TextPathOnly(Exception):
+    """A compiled tree cannot give this evaluation's answer: evaluate the text instead."""
+
+
 class _Evaluator(simpleeval.EvalWithCompoundTypes):
     """simpleeval, with the budgets read at every step and attributes on a whitelist."""
 
@@ -67,6 +71,9 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=names)
         self.deadline = 0.0
         self.spent = 0
+        # Of a compiled tree: its string constants that take hole values, and the values.
+        self.fills: dict[ast.Constant, tuple[str | int, ...]] = {}
+        self.holes: list[str] = []
 
     def start(self) -> None:
         self.deadline = time.perf_counter() + EXPRESSION_SECONDS
@@ -104,6 +111,15 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             self.spent += _OBJECT_BYTES
         if self.spent > EXPRESSION_BYTES:
             raise _BudgetExceeded(f"made values of more than {EXPRESSION_BYTES // 2**20} MB")
+
+    def _eval_constant(self, node: ast.Constant) -> Any:
+        pieces = self.fills.get(node) if self.fills else None
+        if pieces is None:
+            return super()._eval_constant(node)
+        text = compiled.fill(pieces, self.holes)
+        if len(text) > simpleeval.MAX_STRING_LENGTH:
+            raise _TextPathOnly  # the text path says how long, as it always has
+        return text
 
     def remaining(self) -> float:
         return max(self.deadline - time.perf_counter(), 0.001)
@@ -245,14 +261,45 @@ class SafeEvaluator:
 
     def __init__(self) -> None:
         self._evaluator = _Evaluator()
-        self._results: dict[str, Any] = {}
+        self._results: dict[Any, Any] = {}
+        self._compiler = compiled.Compiler()
 
     def evaluate(self, text: str) -> Any:
         try:
             return self._results[text]
         except KeyError:
             pass
-        result = self._evaluate(text)
+        return self._keep(text, self._evaluate(text))
+
+    def evaluate_parts(self, literals: tuple[str, ...], holes: list[str]) -> Any:
+        """The value of the text `literals[0] + holes[0] + literals[1] + ...`.
+
+        What `evaluate` of that text gives, errors included; the text is parsed once per
+        template where the holes only fill string literals (`compiled.py`).
+        """
+        key = (literals, *holes)
+        try:
+            return self._results[key]
+        except KeyError:
+            pass
+        length = sum(map(len, literals)) + sum(map(len, holes))
+        tree = self._compiler.tree(literals, holes) if length <= MAX_STRING else None
+        if tree is not None:
+            evaluator = self._evaluator
+            evaluator.fills, evaluator.holes = tree.fills, holes
+            try:
+                evaluator.start()
+                result = evaluator._eval(tree.body)
+            except Exception:  # noqa: BLE001 - the text path makes the error, naming the text
+                tree = None
+            finally:
+                evaluator.fills, evaluator.holes = {}, []
+        if tree is None:
+            result = self._evaluate(compiled.text_of(literals, holes))
+        return self._keep(key, result)
+
+    def _keep(self, key: Any, result: Any) -> Any:
+        """Check a result as every evaluation's is checked, and remember it under `key`."""
         if callable(result) or isinstance(result, SimpleNamespace):
             raise ConfigError("expression does not compute a value (a function or module)")
         # A list may hold one long string many times at little cost; its text may not.
@@ -262,7 +309,7 @@ class SafeEvaluator:
         result = _plain(result)
         if len(self._results) >= _RESULTS_KEPT:  # texts unique to each experiment (exp.id)
             self._results.clear()
-        self._results[text] = result
+        self._results[key] = result
         return result
 
     def _evaluate(self, text: str) -> Any:

@@ -289,16 +289,23 @@ class Resolver:
         return "".join(pieces)
 
     def _expr(self, expr: Expr) -> Any:
-        pieces = []
+        literals = expr.literals
+        holes = []
         length = 0
-        for part in expr.body.parts:
-            piece = part if isinstance(part, str) else render(self._ref(part), null="null")
+        # The evaluator refuses a text this long anyway: never build it, and say so at the
+        # first piece that makes it too long, as the text is made from left to right.
+        for index, ref in enumerate(expr.refs):
+            length += len(literals[index])
+            if length > MAX_VALUE_CHARS:
+                raise _expression_too_long()
+            piece = render(self._ref(ref), null="null")
             length += len(piece)
-            if length > MAX_VALUE_CHARS:  # the evaluator refuses it anyway: never build it
-                raise ConfigError(f"expression exceeds a size limit: its text would be more "
-                                  f"than {MAX_VALUE_CHARS:,} characters")
-            pieces.append(piece)
-        return self.ctx.evaluator.evaluate("".join(pieces))
+            if length > MAX_VALUE_CHARS:
+                raise _expression_too_long()
+            holes.append(piece)
+        if length + len(literals[-1]) > MAX_VALUE_CHARS:
+            raise _expression_too_long()
+        return self.ctx.evaluator.evaluate_parts(literals, holes)
 
     # -- errors ------------------------------------------------------------------------------
     def _error(self, name: str, message: str, hint: str | None = None) -> ConfigError:
@@ -313,6 +320,11 @@ class Resolver:
         error = ConfigError(text, hint)
         error.located = True  # type: ignore[attr-defined]
         return error
+
+
+def _expression_too_long() -> ConfigError:
+    return ConfigError(f"expression exceeds a size limit: its text would be more than "
+                       f"{MAX_VALUE_CHARS:,} characters")
 
 
 def check_value(definition: ParamDef, value: Any) -> Any:
