@@ -194,9 +194,9 @@ class Planner:
             overrides: dict[str, Override] = {}
             for axis_index, item_index in enumerate(combination):
                 overrides.update(axis_overrides[axis_index][item_index])
-            for state in self._extend(overrides, 0):
-                self._apply_rules(state)
-                experiment = self._finalize(state)
+            for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
+                self._apply_rules(state, resolver)
+                experiment = self._finalize(state, resolver)
                 contain(experiment, ", ".join(o.label for o in state.values() if o.label))
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
@@ -209,27 +209,33 @@ class Planner:
                 self.count += 1
                 yield experiment
 
-    def _extend(self, overrides: dict[str, Override], start: int) -> Iterator[dict[str, Override]]:
+    def _resolver(self, overrides: dict[str, Override]) -> Resolver:
+        """The resolver of one set of overrides, its framework resolved first."""
+        resolver = Resolver(self.ctx, overrides)
+        resolver.framework = self._framework(resolver)
+        return resolver
+
+    def _extend(self, overrides: dict[str, Override], resolver: Resolver,
+                start: int) -> Iterator[tuple[dict[str, Override], Resolver]]:
         for ext_index in range(start, len(self.extensions)):
             if self.extensions[ext_index].error is not None:
                 continue  # a rule, applied by _apply_rules once every extension has
-            groups = self._match(self.extensions[ext_index], ext_index, overrides)
+            groups = self._match(self.extensions[ext_index], ext_index, overrides, resolver)
             if groups is None:
                 continue
             for case in self._extension_overrides[ext_index]:
                 extended = dict(overrides)
                 extended.update(groups)
                 extended.update(case)
-                yield from self._extend(extended, ext_index + 1)
+                yield from self._extend(extended, self._resolver(extended), ext_index + 1)
             return
-        yield overrides
+        yield overrides, resolver
 
-    def _apply_rules(self, overrides: dict[str, Override]) -> None:
+    def _apply_rules(self, overrides: dict[str, Override], resolver: Resolver) -> None:
         """Refuse a finished experiment that a rule (an extension with `error`) matches."""
         if not self.rules:
             return
-        resolver = Resolver(self.ctx, overrides)
-        resolver.framework = framework = self._framework(resolver)
+        framework = resolver.framework
         rules = self._rules_by_framework.get(framework)
         if rules is None:
             # The rules this framework's experiments can break: a rule whose test of a value
@@ -259,14 +265,11 @@ class Planner:
         return True
 
     def _match(self, ext: Extension, index: int, overrides: dict[str, Override],
-               resolver: Resolver | None = None) -> dict[str, Override] | None:
+               resolver: Resolver) -> dict[str, Override] | None:
         """The regex-group overrides when every test of `ext` holds, else None.
 
-        `resolver` (of these overrides) is reused when given.
+        `resolver` is the resolver of these overrides.
         """
-        if resolver is None:
-            resolver = Resolver(self.ctx, overrides)
-            resolver.framework = self._framework(resolver)
         groups: dict[str, Override] = {}
         for name, test in ext.condition.items():
             if not resolver.has(name):
@@ -298,10 +301,8 @@ class Planner:
         value = resolver.value(FRAMEWORK)
         return None if value is None else str(value)
 
-    def _finalize(self, overrides: dict[str, Override]) -> dict[str, Any]:
-        resolver = Resolver(self.ctx, overrides)
-        framework = self._framework(resolver)
-        resolver.framework = framework
+    def _finalize(self, overrides: dict[str, Override], resolver: Resolver) -> dict[str, Any]:
+        framework = resolver.framework
         layout = self._layouts.get(framework)
         if layout is None:
             layout = self._layouts[framework] = self._layout(resolver)
@@ -329,7 +330,9 @@ class Planner:
         return experiment
 
     def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
-        payload = {name: value for name, value in experiment.items() if name not in excluded}
+        payload = dict(experiment)  # the keys are sorted below: only the set of them matters
+        for name in excluded:
+            payload.pop(name, None)
         return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
     def _layout(self, resolver: Resolver) -> _Layout:

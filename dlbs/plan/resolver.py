@@ -58,16 +58,17 @@ class ResolutionContext:
         self.env = env
         self.evaluator = SafeEvaluator()
         self.memo: dict[tuple[Any, ...], Resolved] = {}
-        self._template_deps: dict[str, tuple[str, ...] | None] = {}
+        self._strings: dict[str, tuple[Template, tuple[str, ...], bool]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
-    def template_deps(self, raw: str, template: Template) -> tuple[str, ...]:
-        """The varying names a string's value can depend on."""
+    def string(self, raw: str) -> tuple[Template, tuple[str, ...], bool]:
+        """A string's parsed template, the varying names it can depend on, and `shared`."""
         try:
-            return self._template_deps[raw]
+            return self._strings[raw]
         except KeyError:
             pass
+        template = parse(raw)
         names = set(template.static_refs)
         if template.patterns:
             names |= matching(template.patterns, self.deps)
@@ -75,8 +76,8 @@ class ResolutionContext:
         for name in names:
             reached.update(self.deps.get(name, ()))
         deps = tuple(sorted(reached))
-        self._template_deps[raw] = deps
-        return deps
+        found = self._strings[raw] = (template, deps, self.shared(deps))
+        return found
 
     def shared(self, deps: tuple[str, ...]) -> bool:
         """Whether values depending on `deps` can repeat between experiments.
@@ -107,13 +108,13 @@ def _located(error: ConfigError) -> bool:
 class Resolver:
     """Resolves names for one experiment (one set of overrides)."""
 
-    __slots__ = ("ctx", "_overrides", "_tokens", "framework", "_stack", "_host")
+    __slots__ = ("ctx", "_overrides", "_tokens", "_framework", "_stack", "_host", "_local")
 
     def __init__(self, ctx: ResolutionContext, overrides: Mapping[str, Override],
                  framework: str | None = None) -> None:
         self.ctx = ctx
+        self._framework = framework
         self.overrides = overrides
-        self.framework = framework
         self._stack: list[str] = []
         self._host = False
 
@@ -125,6 +126,18 @@ class Resolver:
     def overrides(self, overrides: Mapping[str, Override]) -> None:
         self._overrides = overrides
         self._tokens = {name: override.token for name, override in overrides.items()}
+        # Values of this experiment alone (they depend on exp.id, or on every axis): kept for
+        # the references that repeat them, until an override changes.
+        self._local: dict[str, Resolved] = {}
+
+    @property
+    def framework(self) -> str | None:
+        return self._framework
+
+    @framework.setter
+    def framework(self, framework: str | None) -> None:
+        self._framework = framework
+        self._local = {}
 
     # -- public ------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -139,13 +152,13 @@ class Resolver:
         ctx = self.ctx
         deps = ctx.deps.get(name)
         if deps is not None:
-            key = (name, self.framework, *map(self._tokens.get, deps))
-            hit = ctx.memo.get(key)
+            key = (name, self._framework, *map(self._tokens.get, deps))
+            hit = ctx.memo.get(key) or self._local.get(name)
             if hit is not None:
                 self._host = self._host or hit.host
                 return hit
         else:
-            key = None
+            key = None  # from the environment: each referrer is recorded (env_used)
         if name in self._stack:
             cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
             raise self._error(self._stack[-1], f"cycle: {cycle}")
@@ -161,8 +174,11 @@ class Resolver:
             self._stack.pop()
         definition = self.ctx.params.get(name)
         entry = Resolved(value, self._host or (definition is not None and definition.host))
-        if key is not None and ctx.shared(deps):
-            ctx.memo[key] = entry
+        if key is not None:
+            if ctx.shared(deps):
+                ctx.memo[key] = entry
+            else:
+                self._local[name] = entry
         self._host = outer_host or entry.host
         return entry
 
@@ -207,14 +223,13 @@ class Resolver:
         if isinstance(raw, str):
             if "$" not in raw:
                 return raw
-            template = parse(raw)
-            deps = self.ctx.template_deps(raw, template)
-            key = (raw, list_item, self.framework, *map(self._tokens.get, deps))
+            template, deps, shared = self.ctx.string(raw)
+            key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
             hit = self.ctx.memo.get(key)
             if hit is None:
                 outer_host, self._host = self._host, False
                 hit = Resolved(self._render(template, list_item), self._host)
-                if self.ctx.shared(deps):
+                if shared:
                     self.ctx.memo[key] = hit
                 self._host = outer_host
             self._host = self._host or hit.host
@@ -259,6 +274,10 @@ class Resolver:
         out: list[Any] = []
         for item in raw:
             if isinstance(item, str):
+                if "$" not in item:  # literal text, the common item: as _resolve returns it
+                    if item:
+                        out.append(item)
+                    continue
                 value = self._resolve(item, list_item=True)
                 if isinstance(value, list):
                     if len(out) + len(value) > MAX_ITEMS:
