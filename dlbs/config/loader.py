@@ -69,7 +69,9 @@ class SpecBuilder:
         self.bytes_left = MAX_SPEC_TOTAL_BYTES
 
     # -- files -----------------------------------------------------------------------------
-    def add_file(self, path: str | Path, _stack: tuple[Path, ...] = ()) -> None:
+    def add_file(self, path: str | Path, _stack: tuple[Path, ...] = (), *,
+                 default_config: bool = False) -> None:
+        """Add a spec file and its includes (`default_config`: see parse_document)."""
         path = Path(path)
         if "\x00" in str(path):
             raise ConfigError(f"{_stack[-1] if _stack else path}: a file name holds a NUL byte")
@@ -92,7 +94,7 @@ class SpecBuilder:
             raise ConfigError(f"{path}: the files of this spec add up to more than "
                               f"{MAX_SPEC_TOTAL_BYTES / 2**20:g} MiB",
                               hint="docs/security.md lists the budgets of specs")
-        document = parse_document(path, data)
+        document = parse_document(path, data, default_config)
         if document is None:
             document = {}
         _check_object(document, TOP_LEVEL_KEYS, str(path), "a spec", "top-level key")
@@ -236,7 +238,7 @@ def load_spec(config: str | Path | None = None, *, defaults: bool = True,
     builder = SpecBuilder()
     if defaults:
         for path in default_config_files():
-            builder.add_file(path)
+            builder.add_file(path, default_config=True)
     if config is not None:
         builder.add_file(config)
     builder.add_cli(params, variables, extensions)
