@@ -59,6 +59,7 @@ class ResolutionContext:
         self.evaluator = SafeEvaluator()
         self.memo: dict[tuple[Any, ...], Resolved] = {}
         self._strings: dict[str, tuple[Template, tuple[str, ...], bool]] = {}
+        self._lists: dict[int, tuple[list[Any], list[tuple[object | None, tuple[Any, ...]]]]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
@@ -78,6 +79,34 @@ class ResolutionContext:
         deps = tuple(sorted(reached))
         found = self._strings[raw] = (template, deps, self.shared(deps))
         return found
+
+    def list_segments(self, raw: list[Any]) -> list[tuple[object | None, tuple[Any, ...]]]:
+        """A list's items in runs: (a memo key, items no sweep changes), or (None, one item)."""
+        found = self._lists.get(id(raw))
+        if found is not None and found[0] is raw:
+            return found[1]
+        segments: list[tuple[object | None, tuple[Any, ...]]] = []
+        run: list[str] = []
+        for item in raw:
+            if isinstance(item, str) and self._constant(item):
+                run.append(item)
+                continue
+            if run:
+                segments.append((object(), tuple(run)))
+                run = []
+            segments.append((None, (item,)))
+        if run:
+            segments.append((object(), tuple(run)))
+        self._lists[id(raw)] = (raw, segments)  # holding `raw` keeps its id its own
+        return segments
+
+    def _constant(self, item: str) -> bool:
+        if "$" not in item:
+            return True
+        try:
+            return not self.string(item)[1]
+        except ConfigError:
+            return False  # reported when its turn comes, after the items before it
 
     def shared(self, deps: tuple[str, ...]) -> bool:
         """Whether values depending on `deps` can repeat between experiments.
@@ -272,7 +301,32 @@ class Resolver:
 
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
         out: list[Any] = []
-        for item in raw:
+        memo = self.ctx.memo
+        for run, items in self.ctx.list_segments(raw):
+            if run is None:
+                self._resolve_items(items, out)
+                continue
+            # Items that no sweep changes (most of an argument list): resolved once per plan.
+            key = (run, self._framework)
+            hit = memo.get(key)
+            if hit is not None:
+                values, spliced = hit.value
+                # A spliced list is checked against what comes before it: replay when it can fail.
+                if not spliced or len(out) + len(values) <= MAX_ITEMS:
+                    out.extend(values)
+                    self._host = self._host or hit.host
+                    continue
+            outer_host, self._host = self._host, False
+            start = len(out)
+            spliced = self._resolve_items(items, out)
+            memo[key] = Resolved((out[start:], spliced), self._host)
+            self._host = outer_host or self._host
+        return out
+
+    def _resolve_items(self, items: tuple[Any, ...], out: list[Any]) -> bool:
+        """Append the values of list items to `out`; True if one of them spliced a list in."""
+        spliced = False
+        for item in items:
             if isinstance(item, str):
                 if "$" not in item:  # literal text, the common item: as _resolve returns it
                     if item:
@@ -283,13 +337,14 @@ class Resolver:
                     if len(out) + len(value) > MAX_ITEMS:
                         raise ConfigError(f"the list would have more than {MAX_ITEMS:,} items")
                     out.extend(value)  # `"${exp.docker_args}"` splices the list in place
+                    spliced = True
                     continue
                 if value is None or value == "":
                     continue  # a conditional argument that is off
             else:
                 value = self._resolve(item, list_item=False)
             out.append(value)
-        return out
+        return spliced
 
     def _ref(self, ref: Ref) -> Any:
         name = ref.name
