@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from typing import Any
 
 # A hole's stand-in while a template is parsed: an identifier in code, plain text in a string.
 _MARK = "_dlbs_hole_"
@@ -32,15 +33,76 @@ _UNSAFE = re.compile("['\"\\\\\n\r\x00\ud800-\udfff]|" + _MARK)
 _TREES_KEPT = 4096  # trees per template: code holes with that many values take the text path
 
 
-class Tree:
-    """A parsed expression and the string constants its filled holes go into."""
+UNKNOWN = object()  # `Tree.answer` of values not evaluated before
+_ANSWERS_KEPT = 4096  # answers per tree: past that they are forgotten and found again
 
-    __slots__ = ("body", "fills")
+
+class _Read:
+    """A step of the answers: the filled constant the evaluation read next, by its text."""
+
+    __slots__ = ("constant", "next")
+
+    def __init__(self, constant: ast.Constant) -> None:
+        self.constant = constant
+        self.next: dict[str, Any] = {}
+
+
+class _Answer:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Tree:
+    """A parsed expression, the string constants its holes fill, and the answers it gave.
+
+    An evaluation reads a hole's value only through its constant, so its result depends on
+    the texts of the constants it read, in the order it read them, and on nothing else:
+    `'${a}' if '${b}' != 'none' else ''` with b `none` never reads a. The answers are kept by
+    those texts (a tree of reads), so a value that changes in every experiment costs no
+    evaluation where the expression does not read it.
+    """
+
+    __slots__ = ("body", "fills", "_answers", "_kept")
 
     def __init__(self, body: ast.expr, fills: dict[ast.Constant, tuple[str | int, ...]]) -> None:
         self.body = body
         # constant -> its pieces: literal text, or the index of the hole whose value goes there
         self.fills = fills
+        self._answers: Any = UNKNOWN
+        self._kept = 0
+
+    def answer(self, holes: list[str]) -> Any:
+        """What an evaluation with `holes` gave before, or UNKNOWN."""
+        step = self._answers
+        while type(step) is _Read:
+            step = step.next.get(fill(self.fills[step.constant], holes), UNKNOWN)
+        return step.value if type(step) is _Answer else UNKNOWN
+
+    def remember(self, reads: dict[ast.Constant, str], value: Any) -> None:
+        """Keep `value`, the result of an evaluation that read `reads` (in that order)."""
+        if self._kept >= _ANSWERS_KEPT:
+            self._answers, self._kept = UNKNOWN, 0
+        order = list(reads.items())
+        if self._answers is UNKNOWN:
+            self._answers = _Read(order[0][0]) if order else _Answer(value)
+            if not order:
+                self._kept += 1
+                return
+        step = self._answers
+        for index, (constant, text) in enumerate(order):
+            if type(step) is not _Read or step.constant is not constant:
+                return  # cannot happen for a deterministic evaluation: keep nothing
+            following = step.next.get(text)
+            if index == len(order) - 1:
+                if following is None:
+                    step.next[text] = _Answer(value)
+                    self._kept += 1
+                return
+            if following is None:
+                following = step.next[text] = _Read(order[index + 1][0])
+            step = following
 
 
 class _Template:

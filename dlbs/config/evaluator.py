@@ -71,9 +71,11 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=names)
         self.deadline = 0.0
         self.spent = 0
-        # Of a compiled tree: its string constants that take hole values, and the values.
+        # Of a compiled tree: its string constants that take hole values, the values, and
+        # the filled constants read, in order, with their text.
         self.fills: dict[ast.Constant, tuple[str | int, ...]] = {}
         self.holes: list[str] = []
+        self.reads: dict[ast.Constant, str] = {}
 
     def start(self) -> None:
         self.deadline = time.perf_counter() + EXPRESSION_SECONDS
@@ -119,6 +121,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         text = compiled.fill(pieces, self.holes)
         if len(text) > simpleeval.MAX_STRING_LENGTH:
             raise _TextPathOnly  # the text path says how long, as it always has
+        self.reads.setdefault(node, text)
         return text
 
     def remaining(self) -> float:
@@ -261,7 +264,7 @@ class SafeEvaluator:
 
     def __init__(self) -> None:
         self._evaluator = _Evaluator()
-        self._results: dict[Any, Any] = {}
+        self._results: dict[str, Any] = {}
         self._compiler = compiled.Compiler()
 
     def evaluate(self, text: str) -> Any:
@@ -275,41 +278,35 @@ class SafeEvaluator:
         """The value of the text `literals[0] + holes[0] + literals[1] + ...`.
 
         What `evaluate` of that text gives, errors included; the text is parsed once per
-        template where the holes only fill string literals (`compiled.py`).
+        template where the holes only fill string literals, and an answer is kept by the
+        values it read (`compiled.py`).
         """
-        key = (literals, *holes)
-        try:
-            return self._results[key]
-        except KeyError:
-            pass
         length = sum(map(len, literals)) + sum(map(len, holes))
         tree = self._compiler.tree(literals, holes) if length <= MAX_STRING else None
-        if tree is not None:
-            evaluator = self._evaluator
-            evaluator.fills, evaluator.holes = tree.fills, holes
-            try:
-                evaluator.start()
-                result = evaluator._eval(tree.body)
-            except Exception:  # noqa: BLE001 - the text path makes the error, naming the text
-                tree = None
-            finally:
-                evaluator.fills, evaluator.holes = {}, []
         if tree is None:
-            result = self._evaluate(compiled.text_of(literals, holes))
-        return self._keep(key, result)
+            return self.evaluate(compiled.text_of(literals, holes))
+        known = tree.answer(holes)
+        if known is not compiled.UNKNOWN:
+            return known
+        evaluator = self._evaluator
+        evaluator.fills, evaluator.holes, evaluator.reads = tree.fills, holes, {}
+        reads = evaluator.reads
+        try:
+            evaluator.start()
+            result = evaluator._eval(tree.body)
+        except Exception:  # noqa: BLE001 - the text path makes the error, naming the text
+            return self.evaluate(compiled.text_of(literals, holes))
+        finally:
+            evaluator.fills, evaluator.holes, evaluator.reads = {}, [], {}
+        result = _checked(result)
+        tree.remember(reads, result)
+        return result
 
-    def _keep(self, key: Any, result: Any) -> Any:
-        """Check a result as every evaluation's is checked, and remember it under `key`."""
-        if callable(result) or isinstance(result, SimpleNamespace):
-            raise ConfigError("expression does not compute a value (a function or module)")
-        # A list may hold one long string many times at little cost; its text may not.
-        if guarded.text_size(result, MAX_VALUE_CHARS) > MAX_VALUE_CHARS:
-            raise ConfigError(f"expression exceeds a size limit: its value would be more than "
-                              f"{MAX_VALUE_CHARS:,} characters as text")
-        result = _plain(result)
+    def _keep(self, text: str, result: Any) -> Any:
+        result = _checked(result)
         if len(self._results) >= _RESULTS_KEPT:  # texts unique to each experiment (exp.id)
             self._results.clear()
-        self._results[key] = result
+        self._results[text] = result
         return result
 
     def _evaluate(self, text: str) -> Any:
@@ -346,6 +343,17 @@ class SafeEvaluator:
         except Exception as error:  # noqa: BLE001 - any evaluation failure is the spec's
             raise ConfigError(f"expression failed: {type(error).__name__}: "
                               f"{_reason(error)}") from None
+
+
+def _checked(result: Any) -> Any:
+    """An expression's result as plain data, or ConfigError; as every evaluation's is."""
+    if callable(result) or isinstance(result, SimpleNamespace):
+        raise ConfigError("expression does not compute a value (a function or module)")
+    # A list may hold one long string many times at little cost; its text may not.
+    if guarded.text_size(result, MAX_VALUE_CHARS) > MAX_VALUE_CHARS:
+        raise ConfigError(f"expression exceeds a size limit: its value would be more than "
+                          f"{MAX_VALUE_CHARS:,} characters as text")
+    return _plain(result)
 
 
 def _plain(value: Any) -> Any:

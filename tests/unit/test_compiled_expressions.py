@@ -68,9 +68,9 @@ VALUES = st.one_of(
 )
 
 
-def _outcome(call: Any) -> tuple[str, Any]:
+def _outcome(call: Any, *args: Any) -> tuple[str, Any]:
     try:
-        return "value", call()
+        return "value", call(*args)
     except ConfigError as error:
         return "error", (error.message, error.hint)
 
@@ -89,17 +89,32 @@ def test_literals_and_references_make_the_body_again(template):
 
 
 @settings(max_examples=60, deadline=None)
-@given(template=st.sampled_from(TEMPLATES), a=VALUES, b=VALUES)
-def test_filled_trees_evaluate_as_the_text_does(template, a, b):
+@given(template=st.sampled_from(TEMPLATES),
+       sweep=st.lists(st.tuples(VALUES, VALUES), min_size=1, max_size=6))
+def test_filled_trees_evaluate_as_the_text_does(template, sweep):
     expr = _split(template)
-    values = {"a": a, "b": b}
-    holes = [values[ref.name] for ref in expr.refs]
-    text = text_of(expr.literals, holes)
-    compiled = SafeEvaluator()
-    expected = _outcome(lambda: SafeEvaluator().evaluate(text))
-    assert _outcome(lambda: compiled.evaluate_parts(expr.literals, holes)) == expected
-    # Again from the tree (and the results) the first evaluation kept.
-    assert _outcome(lambda: compiled.evaluate_parts(expr.literals, holes)) == expected
+    compiled = SafeEvaluator()  # one for the sweep: its trees and answers are reused
+    for a, b in sweep + sweep[:1]:
+        values = {"a": a, "b": b}
+        holes = [values[ref.name] for ref in expr.refs]
+        text = text_of(expr.literals, holes)
+        expected = _outcome(SafeEvaluator().evaluate, text)
+        assert _outcome(compiled.evaluate_parts, expr.literals, holes) == expected
+
+
+def test_answers_are_kept_by_the_values_read():
+    # b is `none`: the condition never reads a, so no value of a is evaluated again.
+    expr = _split("re.sub('[.]log$', '', '${a}') + '.gz' if '${b}' != 'none' else ''")
+    evaluator = SafeEvaluator()
+    evaluated = []
+    real_eval = evaluator._evaluator._eval
+    evaluator._evaluator._eval = lambda node: evaluated.append(node) or real_eval(node)
+    for index in range(50):
+        assert evaluator.evaluate_parts(expr.literals, [f"logs/{index}.log", "none"]) == ""
+    assert evaluator.evaluate_parts(expr.literals, ["logs/x.log", "step"]) == "logs/x.gz"
+    assert evaluator.evaluate_parts(expr.literals, ["logs/y.log", "step"]) == "logs/y.gz"
+    roots = [node for node in evaluated if node is evaluated[0]]
+    assert len(roots) == 3  # the first `none`, then each `step` with its own a
 
 
 def test_a_sweep_parses_each_template_once(monkeypatch):
