@@ -10,6 +10,22 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The fuzz suite's budget: seconds per target (tests/fuzz). One knob: `--fuzz-seconds`, or
+# DLBS_FUZZ_SECONDS in the environment (CI's default stays 15).
+FUZZ_SECONDS = 15.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-seconds", type=float, metavar="S",
+                     default=float(os.environ.get("DLBS_FUZZ_SECONDS", FUZZ_SECONDS)),
+                     help=f"seconds each fuzz target runs (default: $DLBS_FUZZ_SECONDS, else "
+                          f"{FUZZ_SECONDS:g})")
+
+
+@pytest.fixture(scope="session")
+def fuzz_seconds(request: pytest.FixtureRequest) -> float:
+    """The fuzz budget per target (`--fuzz-seconds`)."""
+    return request.config.getoption("--fuzz-seconds")
 
 
 @pytest.fixture
