@@ -3,7 +3,11 @@
 # the venv with PyTorch and MXNet, the Docker Engine and a local test image (also served
 # by Podman's Docker-compatible API), a
 # two-node SLURM cluster on this machine, and Debian's chromium (HTML report test).
-# Extra arguments go to pytest.
+# Each step skips what is already installed or running. Extra arguments go to pytest.
+#
+# The tests run on DLBS_TEST_WORKERS pytest-xdist workers (default 3 on this 2-core machine:
+# the tests of the shared services, which mostly wait for them, run one after another on
+# one worker while the others take the rest; tests/conftest.py); 0 runs them in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,4 +17,7 @@ bash .ci/services/test-image.sh
 bash .ci/services/podman.sh
 bash .ci/services/slurm.sh
 bash .ci/services/chromium.sh
-exec .venv/bin/python -m pytest "$@"
+# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the suite's
+# thousands of `dlbs` and backend processes would otherwise compile its modules again.
+.venv/bin/python -m compileall -q dlbs launchers python tests >/dev/null
+exec .venv/bin/python -m pytest -n "${DLBS_TEST_WORKERS:-3}" --dist loadgroup "$@"

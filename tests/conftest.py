@@ -28,6 +28,24 @@ def fuzz_seconds(request: pytest.FixtureRequest) -> float:
     return request.config.getoption("--fuzz-seconds")
 
 
+# Tests of the shared services run one after another on one xdist worker (scripts/test.sh
+# runs `--dist loadgroup`): the SLURM cluster has two nodes, whose jobs' timing some tests
+# measure, and some Docker and Podman tests check that the engine holds no container of
+# theirs, which another test's container would be. Everything else runs where a worker is
+# free. A test is a service test by its marker or by the fixture it takes.
+SERVICES_GROUP = "services"
+_SERVICE_MARKERS = ("docker", "slurm")
+_SERVICE_FIXTURES = ("docker_client", "test_image", "podman_image", "slurm_cluster")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if any(item.get_closest_marker(name) for name in _SERVICE_MARKERS) or \
+                any(name in fixtures for name in _SERVICE_FIXTURES):
+            item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+
+
 @pytest.fixture
 def dlbs_cli():
     """Run `dlbs` as a subprocess; returns the CompletedProcess (text mode)."""
