@@ -3,9 +3,9 @@
 The spec language, plan files, logs and the command line (`targets.py`) get the same
 seeds on every run (seeds 0, 1, 2, ... until the time is up), so that CI is repeatable;
 `bench/fuzz/run.py` runs them for longer with fresh seeds. The time per target is one knob:
-`pytest --fuzz-seconds S`, or DLBS_FUZZ_SECONDS (default 15, tests/conftest.py). A failure prints the smallest
-input that breaks the contract of docs/security.md: a traceback, a hang (an example of
-more than 30 s) or an allocation past the process's 4 GiB.
+`pytest --fuzz-seconds S`, or DLBS_FUZZ_SECONDS (default 15, tests/conftest.py). A failure
+prints the smallest input that breaks the contract of docs/security.md: a traceback, a hang
+(an example of more than 30 s) or an allocation past the process's 4 GiB.
 """
 
 from __future__ import annotations
