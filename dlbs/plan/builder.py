@@ -197,7 +197,7 @@ class Planner:
             for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
                 self._apply_rules(state, resolver)
                 experiment = self._finalize(state, resolver)
-                contain(experiment, ", ".join(o.label for o in state.values() if o.label))
+                contain(experiment, resolver.describe)
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable
 from typing import Any
 
 from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
@@ -26,12 +27,13 @@ LOG_DIR = "exp.log_dir"
 LOG_FILE = "exp.log_file"
 
 
-def contain(experiment: dict[str, Any], label: str) -> None:
+def contain(experiment: dict[str, Any], label: str | Callable[[], str]) -> None:
     """Check (and normalise, in place) the experiment's id and log paths; see the module doc.
 
-    `label` says which experiment it is in the error message.
+    `label` (or what it returns: made only for an error) says which experiment it is in the
+    error message.
     """
-    where = f" (experiment: {label})" if label else ""
+    where = _Where(label)
     identity = experiment.get(ID)
     if type(identity) is int:  # a spec without the default declarations may say `exp.id: 7`
         identity = str(identity)
@@ -64,6 +66,19 @@ def contain(experiment: dict[str, Any], label: str) -> None:
         experiment[LOG_FILE] = normal
 
 
+class _Where:
+    """` (experiment: LABEL)` in a message, or nothing; the label is made when shown."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: str | Callable[[], str]) -> None:
+        self.label = label
+
+    def __str__(self) -> str:
+        label = self.label() if callable(self.label) else self.label
+        return f" (experiment: {label})" if label else ""
+
+
 def _inside(path: str, folder: Any) -> bool:
     """Whether the normalised `path` is in `folder` (a relative path: in the working folder)."""
     if not isinstance(folder, str):
@@ -75,7 +90,7 @@ def _inside(path: str, folder: Any) -> bool:
         path.startswith(base.rstrip("/") + "/")
 
 
-def _check_lengths(name: str, path: str, where: str) -> None:
+def _check_lengths(name: str, path: str, where: _Where) -> None:
     encoded = path.encode("utf-8", "surrogateescape")
     for part in encoded.split(b"/"):
         if len(part) > MAX_FILE_NAME_BYTES:
