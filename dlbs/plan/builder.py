@@ -93,6 +93,9 @@ class Planner:
                                      host_environment() if env is None else env, axis_keys,
                                      frozenset([ID]) if self.auto_id else frozenset())
         self._layouts: dict[str | None, _Layout] = {}
+        # Answers of extension and rule conditions, by the sweep inputs they test.
+        self._inputs: dict[int, tuple[str, ...] | None] = {}
+        self._matches: dict[tuple[Any, ...], dict[str, Override] | None] = {}
         self._seen: set[str] = set()
 
     # -- setup -------------------------------------------------------------------------------
@@ -268,8 +271,41 @@ class Planner:
                resolver: Resolver) -> dict[str, Override] | None:
         """The regex-group overrides when every test of `ext` holds, else None.
 
-        `resolver` is the resolver of these overrides.
+        `resolver` is the resolver of these overrides. The answer depends on the values the
+        condition tests, and so on the sweep inputs they reach: it is kept by those.
         """
+        inputs = self._condition_inputs(index, ext)
+        if inputs is None:
+            return self._test(ext, index, resolver)
+        key = (index, resolver.framework, *resolver.tokens(inputs))
+        try:
+            return self._matches[key]
+        except KeyError:
+            pass
+        groups = self._matches[key] = self._test(ext, index, resolver)
+        return groups
+
+    def _condition_inputs(self, index: int, ext: Extension) -> tuple[str, ...] | None:
+        """The sweep inputs a condition's values reach; None if its answer is not kept."""
+        try:
+            return self._inputs[index]
+        except KeyError:
+            pass
+        reached: set[str] | None = set()
+        for name in ext.condition:
+            deps = self.ctx.deps.get(name)
+            if deps is None:  # not a parameter: looked up every time, as it is resolved
+                reached = None
+                break
+            reached.update(deps)
+        inputs = tuple(sorted(reached)) if reached is not None else None
+        if inputs is not None and not self.ctx.shared(inputs):
+            inputs = None  # different in every experiment: keeping it would only cost memory
+        self._inputs[index] = inputs
+        return inputs
+
+    def _test(self, ext: Extension, index: int,
+              resolver: Resolver) -> dict[str, Override] | None:
         groups: dict[str, Override] = {}
         for name, test in ext.condition.items():
             if not resolver.has(name):

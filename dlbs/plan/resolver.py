@@ -177,6 +177,10 @@ class Resolver:
     def value(self, name: str) -> Any:
         return self.entry(name).value
 
+    def tokens(self, names: tuple[str, ...]) -> tuple[Hashable, ...]:
+        """The overrides' tokens of `names` (None where not overridden): equal, same inputs."""
+        return tuple(map(self._tokens.get, names))
+
     def entry(self, name: str) -> Resolved:
         ctx = self.ctx
         deps = ctx.deps.get(name)

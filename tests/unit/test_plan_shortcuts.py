@@ -1,10 +1,11 @@
 """The planner's shortcuts change nothing in the plan.
 
 Values shared between experiments are kept (the memo), list items no sweep changes are
-resolved once, expressions are parsed once per template and answered from the values they
-read (dlbs/config/compiled.py). Each sweep here is planned twice: as it is, and with every
-shortcut off (nothing kept, each item resolved, each expression's whole text evaluated);
-the two plans must be the same, line for line.
+resolved once, conditions are answered once per distinct input, expressions are parsed once
+per template and answered from the values they read (dlbs/config/compiled.py). Each sweep
+here is planned twice: as it is, and with every shortcut off (nothing kept, each item
+resolved, each expression's whole text evaluated); the two plans must be the same, line for
+line.
 """
 
 from __future__ import annotations
@@ -39,16 +40,23 @@ SWEEPS = {
         ["exp.phase=inference"],
         ['exp.scenario=["offline", "single_stream", "benchmark"]',
          'exp.model=["resnet18", "resnet50"]', "exp.replica_batch=[1, 8]"]),
+    "extensions with groups and cases": (
+        [], ['exp.model=["resnet18", "resnet50", "vgg16"]', "exp.replica_batch=[1, 2]"],
+        ['{"condition": {"exp.model": "resnet([0-9]+)"}, "parameters": {"exp.num_batches":'
+         ' "$(${__condition.exp.model_1} // 9)$"}, "cases": [{"exp.dtype": "float32"},'
+         ' {"exp.dtype": "float16"}]}']),
 }
 
 
-def plan_lines(params: list[str], variables: list[str]) -> list[bytes]:
-    spec = load_spec(None, params=params, variables=variables)
+def plan_lines(params: list[str], variables: list[str],
+               extensions: list[str] = ()) -> list[bytes]:
+    spec = load_spec(None, params=params, variables=variables, extensions=extensions)
     return [orjson.dumps(experiment) for experiment in Planner(spec, ENV).experiments()]
 
 
 def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ResolutionContext, "shared", lambda self, deps: False)
+    monkeypatch.setattr(Planner, "_condition_inputs", lambda self, index, ext: None)
     monkeypatch.setattr(ResolutionContext, "list_segments",
                         lambda self, raw: [(None, (item,)) for item in raw])
     monkeypatch.setattr(SafeEvaluator, "evaluate_parts",
@@ -57,8 +65,7 @@ def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("name", SWEEPS)
 def test_the_plan_is_the_same_without_shortcuts(name, monkeypatch):
-    params, variables = SWEEPS[name]
-    fast = plan_lines(params, variables)
+    fast = plan_lines(*SWEEPS[name])
     assert len(fast) > 1
     without_shortcuts(monkeypatch)
-    assert plan_lines(params, variables) == fast
+    assert plan_lines(*SWEEPS[name]) == fast
