@@ -51,13 +51,13 @@ class Template:
     # What computed names can be: the literal pieces of the name, with anything between two
     # pieces (`${${a}.b}` gives ("", ".b")). `wildcard_match` finds the names it can reach.
     patterns: frozenset[tuple[str, ...]] = field(default=frozenset())
+    # The one reference or expression that makes up the whole string, if that is so.
+    single: Ref | Expr | None = field(init=False, compare=False, repr=False)
 
-    @property
-    def single(self) -> Ref | Expr | None:
-        """The one reference or expression that makes up the whole string, if that is so."""
-        if len(self.parts) == 1 and not isinstance(self.parts[0], str):
-            return self.parts[0]
-        return None
+    def __post_init__(self) -> None:
+        single = self.parts[0] if len(self.parts) == 1 and \
+            not isinstance(self.parts[0], str) else None
+        object.__setattr__(self, "single", single)
 
     @property
     def is_literal(self) -> bool:

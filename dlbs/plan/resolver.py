@@ -8,7 +8,7 @@ distinct value is computed once however many experiments share it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +17,14 @@ from dlbs.config.limits import MAX_ITEMS, MAX_VALUE_CHARS
 from dlbs.config.loader import suggest
 from dlbs.config.patterns import fullmatch
 from dlbs.config.spec import ParamDef
-from dlbs.config.template import Expr, Ref, Template, parse
+from dlbs.config.template import Expr, Part, Ref, Template, parse
 from dlbs.config.values import cast, check_plain, render, shell_word
 from dlbs.errors import ConfigError
-from dlbs.plan.graph import matching
+from dlbs.plan.graph import Pattern, matching
+
+# A run of a string's parts: (its memo key, or None: made each time), the parts, their inputs.
+Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
+StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,27 +62,62 @@ class ResolutionContext:
         self.env = env
         self.evaluator = SafeEvaluator()
         self.memo: dict[tuple[Any, ...], Resolved] = {}
-        self._strings: dict[str, tuple[Template, tuple[str, ...], bool]] = {}
+        self._strings: dict[str, StringInfo] = {}
+        self._definitions: dict[tuple[str, str | None], ParamDef | None] = {}
         self._lists: dict[int, tuple[list[Any], list[tuple[object | None, tuple[Any, ...]]]]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
-    def string(self, raw: str) -> tuple[Template, tuple[str, ...], bool]:
-        """A string's parsed template, the varying names it can depend on, and `shared`."""
+    def string(self, raw: str) -> StringInfo:
+        """A string's parsed template, the varying names it can depend on, `shared`, runs."""
         try:
             return self._strings[raw]
         except KeyError:
             pass
         template = parse(raw)
-        names = set(template.static_refs)
-        if template.patterns:
-            names |= matching(template.patterns, self.deps)
+        deps = self._reached(template.static_refs, template.patterns)
+        shared = self.shared(deps)
+        found = self._strings[raw] = (template, deps, shared,
+                                      None if shared else self._runs(template))
+        return found
+
+    def _reached(self, names: Iterable[str], patterns: Iterable[Pattern] = ()) -> tuple[str, ...]:
+        names = set(names)
+        if patterns:
+            names |= matching(patterns, self.deps)
         reached: set[str] = set()
         for name in names:
             reached.update(self.deps.get(name, ()))
-        deps = tuple(sorted(reached))
-        found = self._strings[raw] = (template, deps, self.shared(deps))
-        return found
+        return tuple(sorted(reached))
+
+    def _runs(self, template: Template) -> list[Run] | None:
+        """The parts of a string that differs in every experiment, in runs that may not.
+
+        `${exp.log_dir}/${exp.model}_${exp.id}.log` is new in each experiment, but all that
+        comes before `${exp.id}` is shared: that run's text is kept as values are, by the
+        inputs it reaches, and the rest is made each time. None: nothing worth keeping.
+        """
+        if template.single is not None or not all(
+                isinstance(part, str) or isinstance(part, Ref) and isinstance(part.name, str)
+                for part in template.parts):
+            return None
+        runs: list[Run] = []
+        run: list[Part] = []
+        for part in (*template.parts, None):
+            deps = () if part is None or isinstance(part, str) else self._reached([part.name])
+            if part is not None and self.shared(deps):
+                run.append(part)
+                continue
+            if run:
+                run_deps = self._reached(p.name for p in run if isinstance(p, Ref))
+                if sum(isinstance(p, Ref) for p in run) > 1 and self.shared(run_deps):
+                    runs.append((object(), tuple(run), run_deps))
+                else:
+                    runs.extend((None, (p,), ()) for p in run)
+                run = []
+            if part is not None:
+                runs.append((None, (part,), ()))
+        return runs if any(key is not None for key, _, _ in runs) else None
 
     def list_segments(self, raw: list[Any]) -> list[tuple[object | None, tuple[Any, ...]]]:
         """A list's items in runs: (a memo key, items no sweep changes), or (None, one item)."""
@@ -123,6 +162,19 @@ class ResolutionContext:
                 not self.axis_keys or not all(keys & names for keys in self.axis_keys))
             self._unique[deps] = shared
             return shared
+
+    def definition(self, name: str, framework: str | None) -> ParamDef | None:
+        """The definition of `name` that experiments of `framework` see, if any."""
+        key = (name, framework)
+        try:
+            return self._definitions[key]
+        except KeyError:
+            pass
+        definition = self.params.get(name)
+        if definition is not None and not self.visible(name, framework):
+            definition = None
+        self._definitions[key] = definition
+        return definition
 
     def visible(self, name: str, framework: str | None) -> bool:
         """False for names in the namespace of a framework other than the experiment's."""
@@ -170,9 +222,9 @@ class Resolver:
 
     # -- public ------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
-        if name in self.overrides:
+        if name in self._overrides:
             return True
-        return name in self.ctx.params and self.ctx.visible(name, self.framework)
+        return name in self.ctx.params and self.ctx.visible(name, self._framework)
 
     def value(self, name: str) -> Any:
         return self.entry(name).value
@@ -217,15 +269,13 @@ class Resolver:
 
     def describe(self) -> str:
         """The sweep values that identify this experiment, for error messages."""
-        labels = [o.label for o in self.overrides.values() if o.label]
+        labels = [o.label for o in self._overrides.values() if o.label]
         return ", ".join(labels)
 
     # -- resolution --------------------------------------------------------------------------
     def _compute(self, name: str) -> Any:
-        override = self.overrides.get(name)
-        definition = self.ctx.params.get(name)
-        if definition is not None and not self.ctx.visible(name, self.framework):
-            definition = None
+        override = self._overrides.get(name)
+        definition = self.ctx.definition(name, self._framework)
         if override is not None:
             raw = override.raw
         elif definition is not None:
@@ -243,8 +293,8 @@ class Resolver:
         env_value = self.ctx.env.get(name)
         referrer = self._stack[-2] if len(self._stack) > 1 else name
         if env_value is None:
-            candidates = [n for n in self.ctx.params if self.ctx.visible(n, self.framework)]
-            candidates += list(self.overrides)
+            candidates = [n for n in self.ctx.params if self.ctx.visible(n, self._framework)]
+            candidates += list(self._overrides)
             raise self._error(referrer, f"undefined name {name!r} (neither a parameter nor "
                                         f"an environment variable)",
                               suggest(name, candidates))
@@ -256,12 +306,14 @@ class Resolver:
         if isinstance(raw, str):
             if "$" not in raw:
                 return raw
-            template, deps, shared = self.ctx.string(raw)
+            template, deps, shared, runs = self.ctx.string(raw)
             key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
             hit = self.ctx.memo.get(key)
             if hit is None:
                 outer_host, self._host = self._host, False
-                hit = Resolved(self._render(template, list_item), self._host)
+                value = self._render(template, list_item) if runs is None else \
+                    self._render_runs(runs, list_item)
+                hit = Resolved(value, self._host)
                 if shared:
                     self.ctx.memo[key] = hit
                 self._host = outer_host
@@ -283,9 +335,14 @@ class Resolver:
             return value
         if single is not None:
             return self._expr(single)
-        out = []
-        length = 0
-        for part in template.parts:
+        out: list[str] = []
+        self._render_parts(template.parts, list_item, out, 0)
+        return "".join(out)
+
+    def _render_parts(self, parts: tuple[Part, ...], list_item: bool, out: list[str],
+                      length: int) -> int:
+        """Append the texts of `parts` to `out`; returns the length of all of `out`."""
+        for part in parts:
             if isinstance(part, str):
                 text = part
             else:
@@ -298,9 +355,34 @@ class Resolver:
             # is checked before the text is made, so that doubling stops at the limit.
             length += len(text)
             if length > MAX_VALUE_CHARS:
-                raise ConfigError(f"the value would be more than {MAX_VALUE_CHARS:,} "
-                                  f"characters long")
+                raise _too_long()
             out.append(text)
+        return length
+
+    def _render_runs(self, runs: list[Run], list_item: bool) -> str:
+        """`_render` of a string's runs (ResolutionContext._runs): kept ones are looked up."""
+        out: list[str] = []
+        length = 0
+        memo = self.ctx.memo
+        for run, parts, deps in runs:
+            if run is None:
+                length = self._render_parts(parts, list_item, out, length)
+                continue
+            key = (run, list_item, self._framework, *map(self._tokens.get, deps))
+            hit = memo.get(key)
+            if hit is None:
+                outer_host, self._host = self._host, False
+                start = len(out)
+                length = self._render_parts(parts, list_item, out, length)
+                memo[key] = Resolved("".join(out[start:]), self._host)
+                self._host = outer_host or self._host
+                continue
+            # The text grows part by part: past the limit at its end, past it inside.
+            length += len(hit.value)
+            if length > MAX_VALUE_CHARS:
+                raise _too_long()
+            out.append(hit.value)
+            self._host = self._host or hit.host
         return "".join(out)
 
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
@@ -398,6 +480,10 @@ class Resolver:
         error = ConfigError(text, hint)
         error.located = True  # type: ignore[attr-defined]
         return error
+
+
+def _too_long() -> ConfigError:
+    return ConfigError(f"the value would be more than {MAX_VALUE_CHARS:,} characters long")
 
 
 def _expression_too_long() -> ConfigError:
