@@ -24,7 +24,7 @@ from dlbs.config.values import cast, render
 from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
-from dlbs.plan.resolver import Override, ResolutionContext, Resolver
+from dlbs.plan.resolver import Override, ResolutionContext, Resolved, Resolver
 
 ID = "exp.id"
 FRAMEWORK = "exp.framework"
@@ -344,8 +344,15 @@ class Planner:
             layout = self._layouts[framework] = self._layout(resolver)
         experiment = dict(layout.template)
         excluded: set[str] | frozenset[str] = layout.not_in_id
-        for name in layout.varying:
-            entry = resolver.entry(name)
+        changed = self._changed(layout, overrides)
+        if changed is None:
+            entries = [resolver.entry(name) for name in layout.varying]
+        else:  # the sweep's order changes a few inputs at a time: take the rest as they were
+            entries = [entry if inputs.isdisjoint(changed) else resolver.entry(name)
+                       for name, inputs, entry in zip(layout.varying, layout.inputs,
+                                                      layout.last[1])]
+        layout.last = (overrides, entries)
+        for name, entry in zip(layout.varying, entries):
             experiment[name] = entry.value
             if entry.host:
                 excluded = excluded | {name}
@@ -364,6 +371,21 @@ class Planner:
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
         return experiment
+
+    @staticmethod
+    def _changed(layout: _Layout, overrides: dict[str, Override]) -> set[str] | None:
+        """The inputs whose overrides differ from the last experiment's of this layout.
+
+        None when there is none. Overrides are made once per axis item and extension case,
+        so an input whose override is the same object has the same raw value.
+        """
+        if layout.last is None:
+            return None
+        before = layout.last[0]
+        changed = {name for name, override in overrides.items()
+                   if before.get(name) is not override}
+        changed.update(name for name in before if name not in overrides)
+        return changed
 
     def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
         payload = dict(experiment)  # the keys are sorted below: only the set of them matters
@@ -394,20 +416,25 @@ class Planner:
                     host.add(name)
         not_in_id = frozenset(host | set(post_id) | {ID, *NOT_IN_ID} | {
             name for name in template if name.startswith("results.")})
-        return _Layout(template, not_in_id, tuple(varying), tuple(post_id))
+        inputs = tuple(frozenset(deps[name]) for name in varying)
+        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs)
 
 
 class _Layout:
     """What all experiments of one framework share."""
 
-    __slots__ = ("template", "not_in_id", "varying", "post_id")
+    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
-                 varying: tuple[str, ...], post_id: tuple[str, ...]) -> None:
+                 varying: tuple[str, ...], post_id: tuple[str, ...],
+                 inputs: tuple[frozenset[str], ...]) -> None:
         self.template = template  # every parameter in order; values shared by all experiments
         self.not_in_id = not_in_id  # host values, outputs, the id and what depends on it
         self.varying = varying  # parameters the sweep can change
         self.post_id = post_id  # parameters that reference exp.id
+        self.inputs = inputs  # per varying parameter: the sweep inputs it reaches
+        # The last experiment of this layout: its overrides and the entries of `varying`.
+        self.last: tuple[dict[str, Override], list[Resolved]] | None = None
 
 
 def max_experiments(spec: Spec) -> int:

@@ -1,8 +1,9 @@
 """The planner's shortcuts change nothing in the plan.
 
 Values shared between experiments are kept (the memo), list items no sweep changes are
-resolved once, conditions are answered once per distinct input, expressions are parsed once
-per template and answered from the values they read (dlbs/config/compiled.py). Each sweep
+resolved once, conditions are answered once per distinct input, an experiment takes the
+values whose inputs did not change from the one before, expressions are parsed once per
+template and answered from the values they read (dlbs/config/compiled.py). Each sweep
 here is planned twice: as it is, and with every shortcut off (nothing kept, each item
 resolved, each expression's whole text evaluated); the two plans must be the same, line for
 line.
@@ -57,6 +58,7 @@ def plan_lines(params: list[str], variables: list[str],
 def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ResolutionContext, "shared", lambda self, deps: False)
     monkeypatch.setattr(Planner, "_condition_inputs", lambda self, index, ext: None)
+    monkeypatch.setattr(Planner, "_changed", staticmethod(lambda layout, overrides: None))
     monkeypatch.setattr(ResolutionContext, "list_segments",
                         lambda self, raw: [(None, (item,)) for item in raw])
     monkeypatch.setattr(SafeEvaluator, "evaluate_parts",
