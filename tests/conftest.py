@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests import parallel
 
 REPO = Path(__file__).resolve().parents[1]
 # The fuzz suite's budget: seconds per target (tests/fuzz). One knob: `--fuzz-seconds`, or
@@ -28,22 +32,32 @@ def fuzz_seconds(request: pytest.FixtureRequest) -> float:
     return request.config.getoption("--fuzz-seconds")
 
 
-# Tests of the shared services run one after another on one xdist worker (scripts/test.sh
-# runs `--dist loadgroup`): the SLURM cluster has two nodes, whose jobs' timing some tests
-# measure, and some Docker and Podman tests check that the engine holds no container of
-# theirs, which another test's container would be. Everything else runs where a worker is
-# free. A test is a service test by its marker or by the fixture it takes.
-SERVICES_GROUP = "services"
-_SERVICE_MARKERS = ("docker", "slurm")
-_SERVICE_FIXTURES = ("docker_client", "test_image", "podman_image", "slurm_cluster")
-
-
+# The suite on pytest-xdist workers: groups, their order, tests that run alone
+# (tests/parallel.py).
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if any(item.get_closest_marker(name) for name in _SERVICE_MARKERS) or \
-                any(name in fixtures for name in _SERVICE_FIXTURES):
-            item.add_marker(pytest.mark.xdist_group(SERVICES_GROUP))
+    parallel.write_groups(parallel.order(items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    parallel.name_the_run(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.forget_the_run(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    turns = parallel.turns()
+    if turns is None:
+        return (yield)
+    with turns.turn(alone=item.get_closest_marker("serial") is not None):
+        return (yield)
 
 
 @pytest.fixture

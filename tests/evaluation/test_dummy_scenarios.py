@@ -32,6 +32,7 @@ def scenario(tmp_path: Path, name: str, *flags: str):
     return run.values
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_single_stream_latency_is_the_service_time(tmp_path):
     values = scenario(tmp_path, "single_stream")
     service_ms = SERVICE_S * 1000
@@ -54,6 +55,7 @@ def test_multi_stream_query_is_one_batch(tmp_path):
     assert values["results.qps"] <= CAPACITY * 1.01
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_offline_rate_is_batch_over_service_time(tmp_path):
     values = scenario(tmp_path, "offline")
     assert 0.6 * CAPACITY < values["results.qps"] <= CAPACITY * 1.01
@@ -61,6 +63,7 @@ def test_offline_rate_is_batch_over_service_time(tmp_path):
     assert values["results.loadgen_valid"] is True
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_server_below_capacity_meets_its_bound(tmp_path):
     rate = 0.2 * CAPACITY
     values = scenario(tmp_path, "server", "--target_qps", str(rate), "--latency_bound_ms", "500")
@@ -78,6 +81,7 @@ def test_server_above_capacity_breaks_its_bound(tmp_path):
     assert values["results.qps"] <= CAPACITY * 1.01
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_max_qps_finds_the_capacity(tmp_path):
     bound_ms = 200.0
     duration_s = 0.5
@@ -93,6 +97,7 @@ def test_max_qps_finds_the_capacity(tmp_path):
     assert values["results.latency_p99"] <= bound_ms
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_max_qps_halves_a_start_that_breaks_the_bound(tmp_path):
     # A bound just above the service time: the first start (one over the batch-1 latency)
     # queues and breaks it, so a halved one is tried, and the rejected logs are kept aside.
