@@ -7,6 +7,7 @@ flat memory. Each is a plain dict of resolved, typed, checked parameters.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -364,7 +365,12 @@ class Planner:
                 if entry.host or name.startswith("results."):
                     excluded = excluded | {name}
         if self.auto_id and experiment.get(ID) is None:
-            experiment[ID] = identity = self._identity(experiment, excluded)
+            if excluded is layout.not_in_id and len(experiment) == len(layout.template):
+                payload = dict(zip(layout.id_keys, layout.id_values(experiment)))
+            else:  # a host value among the varying ones, or a parameter the layout lacks
+                payload = {name: value for name, value in experiment.items()
+                           if name not in excluded}
+            experiment[ID] = identity = _identity(payload)
             with_id = dict(overrides)
             with_id[ID] = Override(identity, identity, "<plan>")
             resolver.overrides = with_id
@@ -387,11 +393,6 @@ class Planner:
         changed.update(name for name in before if name not in overrides)
         return changed
 
-    def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
-        payload = dict(experiment)  # the keys are sorted below: only the set of them matters
-        for name in excluded:
-            payload.pop(name, None)
-        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
     def _layout(self, resolver: Resolver) -> _Layout:
         """Per framework: parameter order, values shared by all experiments, the rest's names."""
@@ -423,7 +424,8 @@ class Planner:
 class _Layout:
     """What all experiments of one framework share."""
 
-    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last")
+    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last", "id_keys",
+                 "id_values")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
                  varying: tuple[str, ...], post_id: tuple[str, ...],
@@ -435,6 +437,15 @@ class _Layout:
         self.inputs = inputs  # per varying parameter: the sweep inputs it reaches
         # The last experiment of this layout: its overrides and the entries of `varying`.
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
+        # The parameters that identify an experiment, and a getter of their values.
+        self.id_keys = tuple(name for name in template if name not in not_in_id)
+        self.id_values = operator.itemgetter(*self.id_keys) if len(self.id_keys) > 1 else \
+            lambda experiment: tuple(experiment[name] for name in self.id_keys)
+
+
+def _identity(payload: dict[str, Any]) -> str:
+    """exp.id: the hash of the values that identify an experiment, whatever their order."""
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
 def max_experiments(spec: Spec) -> int:
