@@ -54,6 +54,8 @@ class Planner:
         # Extensions with an `error` are rules: tested on each finished experiment.
         self.rules = [(index, ext) for index, ext in enumerate(self.extensions)
                       if ext.error is not None]
+        # The others add cases or parameters: their indices, in order.
+        self._growing = [index for index, ext in enumerate(self.extensions) if ext.error is None]
         self._rules_by_framework: dict[str | None, list[tuple[int, Extension]]] = {}
         self.duplicates = 0
         self.count = 0
@@ -221,9 +223,9 @@ class Planner:
 
     def _extend(self, overrides: dict[str, Override], resolver: Resolver,
                 start: int) -> Iterator[tuple[dict[str, Override], Resolver]]:
-        for ext_index in range(start, len(self.extensions)):
-            if self.extensions[ext_index].error is not None:
-                continue  # a rule, applied by _apply_rules once every extension has
+        # Rules (extensions with `error`) are applied by _apply_rules once every extension has.
+        for position in range(start, len(self._growing)):
+            ext_index = self._growing[position]
             groups = self._match(self.extensions[ext_index], ext_index, overrides, resolver)
             if groups is None:
                 continue
@@ -231,7 +233,7 @@ class Planner:
                 extended = dict(overrides)
                 extended.update(groups)
                 extended.update(case)
-                yield from self._extend(extended, self._resolver(extended), ext_index + 1)
+                yield from self._extend(extended, self._resolver(extended), position + 1)
             return
         yield overrides, resolver
 
