@@ -351,6 +351,7 @@ class Planner:
         if changed is None:
             entries = [resolver.entry(name) for name in layout.varying]
         else:  # the sweep's order changes a few inputs at a time: take the rest as they were
+            resolver.since = (layout.last[0], changed)
             entries = [entry if inputs.isdisjoint(changed) else resolver.entry(name)
                        for name, inputs, entry in zip(layout.varying, layout.inputs,
                                                       layout.last[1])]

@@ -25,6 +25,7 @@ from dlbs.plan.graph import Pattern, matching
 # A run of a string's parts: (its memo key, or None: made each time), the parts, their inputs.
 Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
 StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
+Segment = tuple[object | None, tuple[Any, ...], frozenset[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,12 @@ class ResolutionContext:
         self.memo: dict[tuple[Any, ...], Resolved] = {}
         self._strings: dict[str, StringInfo] = {}
         self._definitions: dict[tuple[str, str | None], ParamDef | None] = {}
-        self._lists: dict[int, tuple[list[Any], list[tuple[object | None, tuple[Any, ...]]]]] = {}
+        self._lists: dict[int, tuple[list[Any], list[Segment]]] = {}
+        # (id of a list, framework) -> the overrides it was last resolved for, and per
+        # segment: its values, whether one spliced a list in, and `host`.
+        self.last_lists: dict[tuple[int, str | None],
+                              tuple[Mapping[str, Override],
+                                    list[tuple[list[Any], bool, bool]]]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
@@ -119,33 +125,41 @@ class ResolutionContext:
                 runs.append((None, (part,), ()))
         return runs if any(key is not None for key, _, _ in runs) else None
 
-    def list_segments(self, raw: list[Any]) -> list[tuple[object | None, tuple[Any, ...]]]:
-        """A list's items in runs: (a memo key, items no sweep changes), or (None, one item)."""
+    def list_segments(self, raw: list[Any]) -> list[Segment]:
+        """A list's items in segments, each (a memo key or None, its items, their inputs).
+
+        Items that no sweep changes make runs, each with a memo key and no inputs; any other
+        item is a segment of its own, with the inputs it reaches (None: unknown).
+        """
         found = self._lists.get(id(raw))
         if found is not None and found[0] is raw:
             return found[1]
-        segments: list[tuple[object | None, tuple[Any, ...]]] = []
+        segments: list[Segment] = []
         run: list[str] = []
         for item in raw:
-            if isinstance(item, str) and self._constant(item):
+            inputs = self._inputs(item)
+            if inputs is not None and not inputs:
                 run.append(item)
                 continue
             if run:
-                segments.append((object(), tuple(run)))
+                segments.append((object(), tuple(run), frozenset()))
                 run = []
-            segments.append((None, (item,)))
+            segments.append((None, (item,), inputs))
         if run:
-            segments.append((object(), tuple(run)))
+            segments.append((object(), tuple(run), frozenset()))
         self._lists[id(raw)] = (raw, segments)  # holding `raw` keeps its id its own
         return segments
 
-    def _constant(self, item: str) -> bool:
+    def _inputs(self, item: Any) -> frozenset[str] | None:
+        """The sweep inputs a list item reaches; None for anything but a string."""
+        if not isinstance(item, str):
+            return None
         if "$" not in item:
-            return True
+            return frozenset()
         try:
-            return not self.string(item)[1]
+            return frozenset(self.string(item)[1])
         except ConfigError:
-            return False  # reported when its turn comes, after the items before it
+            return None  # reported when its turn comes, after the items before it
 
     def shared(self, deps: tuple[str, ...]) -> bool:
         """Whether values depending on `deps` can repeat between experiments.
@@ -189,7 +203,8 @@ def _located(error: ConfigError) -> bool:
 class Resolver:
     """Resolves names for one experiment (one set of overrides)."""
 
-    __slots__ = ("ctx", "_overrides", "_tokens", "_framework", "_stack", "_host", "_local")
+    __slots__ = ("ctx", "_overrides", "_tokens", "_framework", "_stack", "_host", "_local",
+                 "since")
 
     def __init__(self, ctx: ResolutionContext, overrides: Mapping[str, Override],
                  framework: str | None = None) -> None:
@@ -198,6 +213,9 @@ class Resolver:
         self.overrides = overrides
         self._stack: list[str] = []
         self._host = False
+        # (the overrides of the experiment before, the inputs that changed since): lists
+        # keep the segments whose inputs did not change. Set by the planner.
+        self.since: tuple[Mapping[str, Override], set[str]] | None = None
 
     @property
     def overrides(self) -> Mapping[str, Override]:
@@ -388,25 +406,39 @@ class Resolver:
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
         out: list[Any] = []
         memo = self.ctx.memo
-        for run, items in self.ctx.list_segments(raw):
-            if run is None:
-                self._resolve_items(items, out)
-                continue
-            # Items that no sweep changes (most of an argument list): resolved once per plan.
-            key = (run, self._framework)
-            hit = memo.get(key)
-            if hit is not None:
-                values, spliced = hit.value
+        segments = self.ctx.list_segments(raw)
+        # The last experiment's segments of this list, when `since` says what changed since.
+        key = (id(raw), self._framework)
+        last = self.ctx.last_lists.get(key)
+        changed = self.since[1] if self.since is not None and last is not None and \
+            last[0] is self.since[0] else None
+        made: list[tuple[list[Any], bool, bool]] = []
+        for index, (run, items, inputs) in enumerate(segments):
+            if changed is not None and inputs is not None and inputs.isdisjoint(changed):
+                segment = last[1][index]
                 # A spliced list is checked against what comes before it: replay when it can fail.
-                if not spliced or len(out) + len(values) <= MAX_ITEMS:
-                    out.extend(values)
-                    self._host = self._host or hit.host
+                if not segment[1] or len(out) + len(segment[0]) <= MAX_ITEMS:
+                    out.extend(segment[0])
+                    self._host = self._host or segment[2]
+                    made.append(segment)
                     continue
             outer_host, self._host = self._host, False
             start = len(out)
-            spliced = self._resolve_items(items, out)
-            memo[key] = Resolved((out[start:], spliced), self._host)
+            if run is None:
+                spliced = self._resolve_items(items, out)
+            else:  # items that no sweep changes (most of an argument list): once per plan
+                hit = memo.get((run, self._framework))
+                if hit is not None and (not hit.value[1] or
+                                        len(out) + len(hit.value[0]) <= MAX_ITEMS):
+                    out.extend(hit.value[0])
+                    spliced = hit.value[1]
+                    self._host = hit.host
+                else:
+                    spliced = self._resolve_items(items, out)
+                    memo[(run, self._framework)] = Resolved((out[start:], spliced), self._host)
+            made.append((out[start:], spliced, self._host))
             self._host = outer_host or self._host
+        self.ctx.last_lists[key] = (self._overrides, made)
         return out
 
     def _resolve_items(self, items: tuple[Any, ...], out: list[Any]) -> bool:

@@ -60,7 +60,7 @@ def without_shortcuts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Planner, "_condition_inputs", lambda self, index, ext: None)
     monkeypatch.setattr(Planner, "_changed", staticmethod(lambda layout, overrides: None))
     monkeypatch.setattr(ResolutionContext, "list_segments",
-                        lambda self, raw: [(None, (item,)) for item in raw])
+                        lambda self, raw: [(None, (item,), None) for item in raw])
     monkeypatch.setattr(SafeEvaluator, "evaluate_parts",
                         lambda self, literals, holes: self.evaluate(text_of(literals, holes)))
 
