@@ -34,6 +34,10 @@ MAX_STRING = 100_000
 MAX_ITEMS = 100_000
 #: Bits of one integer an expression makes (2**8192 has 2,467 digits).
 MAX_INT_BITS = 8192
+#: Characters any value an expression makes would have as text, a value it holds at several
+#: places counted at each: `[[0] * 99999] * 99999` is small in memory but 10**10 items to
+#: the C loops that walk it (`==`, `max`, `sorted`, `in`), which no clock can stop.
+MAX_SHARED_TEXT = 10_000_000
 
 # -- resolved values (section 6) -----------------------------------------------------------
 #: Characters of one parameter's resolved value, written as JSON.
