@@ -36,7 +36,8 @@ from typing import Any, Protocol
 from dlbs.errors import ConfigError, LaunchError, OutputError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
-from dlbs.recipes.host_access import HostAccessWatch, host_access
+from dlbs.recipes.host_access import HostAccessWatch
+from dlbs.recipes.tracing import trace_path, traces
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import ResultsStore
 from dlbs.run import marks, policy
@@ -51,7 +52,13 @@ from dlbs.run.job_results import (
 )
 from dlbs.run.judge import Verdict, judge
 from dlbs.run.lock import RunLock
-from dlbs.run.logs import append_to_log, create_log, log_place_problem, write_header
+from dlbs.run.logs import (
+    append_to_log,
+    create_log,
+    log_place_problem,
+    trace_place_problem,
+    write_header,
+)
 from dlbs.run.outcome import CANCELLED, INTERRUPTED, Outcome
 from dlbs.run.pool import ProcessPool
 from dlbs.run.targets.base import ProcessTarget, SchedulerTarget, Target, get_target
@@ -744,6 +751,14 @@ class Sweep:
                     f"exp.log_file {log_file} of experiment {job.experiment['exp.id']} "
                     f"{problem}", hint="a log is only ever a regular file that dlbs creates: "
                                        "point exp.log_file where nothing is, or at a file")
+            if traces(job.experiment):
+                trace_file = trace_path(job.experiment)
+                problem = trace_place_problem(trace_file)
+                if problem:
+                    raise ResultsError(
+                        f"exp.trace_file {trace_file} of experiment "
+                        f"{job.experiment['exp.id']} {problem}",
+                        hint="point exp.trace_file where nothing is (default: beside the log)")
             by_target.setdefault(job.target.name, []).append(job.invocation)
         for name, invocations in by_target.items():
             self._targets[name].preflight(invocations)
@@ -758,7 +773,7 @@ class Sweep:
         watch = HostAccessWatch()
         for job in jobs:
             if job.invocation.container is not None:
-                watch.counts.update(host_access(job.invocation.container.args))
+                watch.add(job.experiment, job.invocation.container.args)
         return watch.warnings()
 
     # -- shared state ------------------------------------------------------------------
