@@ -63,11 +63,12 @@ def split_list(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
+    from dlbs.cli.output import emit
     from dlbs.report import Options, build_report, render
     from dlbs.report.select import Filter
     from dlbs.results.sources import load_attempts
-    from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
+    from dlbs.util.terminal import one_line
 
     options = Options(
         kind=args.report_type, by=split_list(args.by),
@@ -84,13 +85,9 @@ def run(args: argparse.Namespace) -> int:
             text = render_html(report)
         else:
             text = render(report, args.fmt)
-        if args.output:
-            atomic_write(args.output, text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        emit(text, args.fmt, args.output)
         if args.fmt == "csv":
             # CSV holds data only; what was left out still has to reach the reader.
             for note in report.footnotes():
-                print(f"dlbs report: {note}", file=sys.stderr)
+                print(f"dlbs report: {one_line(note)}", file=sys.stderr)
     return 0

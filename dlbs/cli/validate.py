@@ -10,6 +10,7 @@ from dlbs.errors import PlanError
 from dlbs.plan.builder import Planner
 from dlbs.plan.checks import check_plan
 from dlbs.recipes.host_access import HostAccessWatch
+from dlbs.util.terminal import one_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +23,9 @@ def run(args: argparse.Namespace) -> int:
     report = check_plan(planner, host_access.watch(planner.experiments()))
     print(f"plan: {report.experiments} experiments")
     for warning in report.warnings + host_access.warnings():
-        print(f"dlbs: warning: {warning}", file=sys.stderr)
+        print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
     for problem in report.problems:
-        print(f"problem: {problem}")
+        print(f"problem: {one_line(problem)}")
     if report.problems:
         count = len(report.problems)
         raise PlanError(f"the plan is not valid: {report.problems[0]}" +

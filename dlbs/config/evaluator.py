@@ -55,6 +55,10 @@ _OBJECT_BYTES = 64  # what one value costs at the least (sys.getsizeof of a smal
 _RESULTS_KEPT = 65_536  # results remembered: a sweep repeats few texts, or each just once
 
 
+#: How an expression that is no Python expression is refused (the start of the message).
+SYNTAX_ERROR = "invalid expression syntax"
+
+
 class _BudgetExceeded(Exception):
     """The clock or the byte count of one evaluation ran out."""
 
@@ -312,7 +316,7 @@ class SafeEvaluator:
                               hint="strings from references are substituted as they are: "
                                    "quote them, as in '${exp.model}'") from None
         except SyntaxError as error:
-            raise ConfigError(f"invalid expression syntax ({error.msg})") from None
+            raise ConfigError(f"{SYNTAX_ERROR} ({error.msg})") from None
         except (RecursionError, MemoryError):
             raise ConfigError("expression is nested too deeply") from None
         except ConfigError:

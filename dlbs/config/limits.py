@@ -50,8 +50,9 @@ INT_MAX = 2**63 - 1
 # -- plans (section 3) ---------------------------------------------------------------------
 #: The default of `sys.max_experiments`: the most experiments one plan may have.
 DEFAULT_MAX_EXPERIMENTS = 1_000_000
-#: Bytes of a plan file that `dlbs run --plan` reads (about 300,000 experiments).
-MAX_PLAN_BYTES = 2**30
+#: Bytes of a plan file that `dlbs run --plan` reads: about 80,000 experiments of the
+#: default configs, which take about 1 GB of memory and a minute to check and preview.
+MAX_PLAN_BYTES = 256 * 2**20
 
 # -- log files (docs/security.md) ----------------------------------------------------------
 #: Bytes of one file name (a path's last part): what Linux file systems allow (NAME_MAX),

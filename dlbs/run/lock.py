@@ -43,8 +43,20 @@ class RunLock:
 
     @classmethod
     def of_database(cls, database: str | os.PathLike[str]) -> RunLock:
-        """The lock of a results database (a file beside it)."""
+        """The lock of a results database (a file beside it).
+
+        A database that is no regular file (`/dev/null`, a FIFO, a folder) is refused before
+        any lock file is made beside it (in `/dev`).
+        """
         path = os.fspath(database)
+        try:
+            found = os.stat(path)
+        except OSError:
+            found = None
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            raise ResultsError(f"results database {path} is {_kind(found.st_mode)}, not a "
+                               f"regular file", hint="point runtime.results_db at a file "
+                                                     "(default: results.db in exp.log_dir)")
         folder, name = os.path.split(os.path.abspath(path))
         lock = cls(folder)
         lock.path = os.path.join(folder, f".{name}{DATABASE_LOCK_SUFFIX}")
