@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     """Parse the inputs and write the experiments."""
     from dlbs.cli.output import emit
     from dlbs.results.output import experiments_to_csv, to_json
+    from dlbs.results.protocol import MAX_LINE_BYTES
     from dlbs.results.sources import experiments_document, load_experiments
 
     output = args.output
@@ -64,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         line += f" ({summary})"
     if loaded.unparsable_lines:
         line += f"; {loaded.unparsable_lines} protocol line(s) with a value that is not JSON"
+    if loaded.too_long_lines:
+        line += (f"; {loaded.too_long_lines} line(s) longer than "
+                 f"{MAX_LINE_BYTES // 2**20} MiB passed over")
+    if loaded.cut_lines:
+        line += f"; {loaded.cut_lines} log(s) cut short inside a number (failures)"
     if loaded.ignored_files:
         line += f"; {len(loaded.ignored_files)} file(s) without protocol lines ignored"
     if output:

@@ -80,9 +80,18 @@ def run(args: argparse.Namespace) -> int:
     with no_cyclic_gc():
         report = build_report(load_attempts(args.inputs), options)
         if args.fmt == "html":
+            import warnings
+
+            import numpy as np
+
             from dlbs.report.html import render_html
 
-            text = render_html(report)
+            # Times near the largest float (1e308, measured or not) overflow matplotlib's
+            # tick arithmetic: its warnings are no news to the reader of the page.
+            with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+                warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                        module="matplotlib")
+                text = render_html(report)
         else:
             text = render(report, args.fmt)
         emit(text, args.fmt, args.output)

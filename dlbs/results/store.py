@@ -665,6 +665,15 @@ class ResultsStore:
                                      "value = ?", (key_id, text)).fetchone()
         return None if row is None else int(row[0])
 
+    def log_statuses(self) -> dict[str, tuple[str, str, str | None]]:
+        """Log file name -> (exp_id, status, status message) of every attempt that ended."""
+        with self._errors("read attempts"):
+            rows = self._conn.execute(
+                "SELECT log_path, exp_id, status, status_msg FROM attempts "
+                "WHERE status IS NOT NULL AND log_path IS NOT NULL").fetchall()
+        return {os.path.basename(log_path): (exp_id, status, message)
+                for log_path, exp_id, status, message in rows}
+
     def text_column(self, name: str) -> list[tuple[int, Any]]:
         """(rowid, value) of one of the attempts' own columns, for every attempt."""
         if name not in _TEXT_COLUMNS:

@@ -214,3 +214,75 @@ def test_7_an_odd_value_is_blamed_not_the_default_config(dlbs_cli, tmp_path, par
                       *params, cwd=tmp_path)
     assert_one_error_line(result, blamed)
     assert "configs/" not in result.stderr
+
+
+# -- 5, 6: logs that lie or would take the memory --------------------------------------------
+@pytest.mark.parametrize("command", [["report"], ["parse"], ["report", "--format", "csv"],
+                                     ["compare", "rand.log"]])
+def test_6_a_named_file_that_is_no_log_is_an_error(dlbs_cli, tmp_path, command):
+    import random
+
+    (tmp_path / "rand.log").write_bytes(random.Random(24).randbytes(100_000).replace(b"__", b"_"))
+    result = dlbs_cli(*command, "rand.log", cwd=tmp_path)
+    assert_one_error_line(result, "rand.log holds no protocol line")
+
+
+def test_6_a_folder_passes_over_files_that_are_no_logs(dlbs_cli, tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rand.log").write_bytes(b"\x00\xff junk\n")
+    (tmp_path / "logs" / "a.log").write_text(LOG)
+    result = dlbs_cli("parse", "logs", cwd=tmp_path)
+    assert result.returncode == 0 and "1 file(s) without protocol lines ignored" in result.stderr
+
+
+def test_6_a_report_over_a_folder_counts_what_the_database_recorded(dlbs_cli, tmp_path):
+    from dlbs.results.store import ResultsStore
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_text(LOG.replace('__results.status__="ok"\n', "") +
+                                "__results.time_data__=[1.0]\n")
+    (logs / "a.attempt2.log").write_text(LOG.replace("1.0", "3.0") +
+                                         "__results.time_data__=[3.0]\n")
+    with ResultsStore(logs / "results.db") as store:
+        store.record_start("a", 1, {"exp.id": "a"}, log_path="logs/a.log")
+        store.record_end("a", 1, "interrupted", status_msg="stopped by SIGINT")
+        store.record_start("a", 2, {"exp.id": "a"}, log_path="logs/a.attempt2.log")
+        store.record_end("a", 2, "ok")
+    result = dlbs_cli("report", "logs", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "(n=2)" not in result.stdout and " 3.00 " in result.stdout, result.stdout
+    parsed = json.loads(dlbs_cli("parse", "logs/a.log", cwd=tmp_path).stdout)
+    assert parsed["experiments"][0]["results.status"] == "interrupted"
+
+
+def test_6_a_cut_log_is_a_failure_and_parse_says_so(dlbs_cli, tmp_path):
+    (tmp_path / "a.log").write_text(LOG.replace('__results.status__="ok"\n', "").replace(
+        "__results.time__=1.0\n", "") + "__results.time__=50.0")
+    result = dlbs_cli("parse", "a.log", cwd=tmp_path)
+    assert "1 log(s) cut short inside a number" in result.stderr
+    assert json.loads(result.stdout)["experiments"][0]["results.status"] == "failure"
+    report = dlbs_cli("report", "a.log", cwd=tmp_path)
+    assert "50.0" not in report.stdout
+
+
+def test_6_huge_times_give_a_time_and_no_warning_in_any_format(dlbs_cli, tmp_path):
+    (tmp_path / "a.log").write_text(LOG + "__results.time_data__=[1e308, 1e308]\n")
+    for fmt in ("text", "json", "csv", "html"):
+        result = dlbs_cli("report", "a.log", "--format", fmt, "-o", f"out.{fmt}", cwd=tmp_path)
+        assert result.returncode == 0 and "Warning" not in result.stderr, result.stderr
+    parsed = dlbs_cli("parse", "a.log", cwd=tmp_path)
+    assert json.loads(parsed.stdout)["experiments"][0]["results.time"] == 1e308
+    assert parsed.stderr.count("\n") == 1, parsed.stderr
+
+
+def test_5_a_long_line_without_a_newline_is_passed_over(dlbs_cli, tmp_path):
+    log = tmp_path / "a.log"
+    with open(log, "wb") as stream:
+        stream.write(LOG.encode() + b'__results.x__="')
+        for _ in range(40):
+            stream.write(b"y" * 2**20)
+    result = dlbs_cli("parse", "a.log", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "1 line(s) longer than 16 MiB passed over" in result.stderr
+    assert json.loads(result.stdout)["experiments"][0]["results.status"] == "ok"

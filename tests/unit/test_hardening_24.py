@@ -7,6 +7,8 @@ test pass or fail by its speed.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 from typing import Any
@@ -242,3 +244,137 @@ def test_1_a_retry_writes_over_its_own_trace(tmp_path):
     assert trace_place_problem(str(path)) is None
     (tmp_path / "file").write_text("")
     assert "is under" in trace_place_problem(str(tmp_path / "file" / "x.gz"))
+
+
+# -- 5, 6: logs that lie or that would take the memory -----------------------------------------
+def _parse(tmp_path, data: bytes):
+    from dlbs.results.protocol import experiment_from_log, parse_log
+
+    log = tmp_path / "a.log"
+    log.write_bytes(data)
+    parsed = parse_log(log)
+    return parsed, experiment_from_log(parsed)
+
+
+@pytest.mark.parametrize("tail", [b"__results.time__=50.089", b"__results.time__=50.",
+                                  b"__results.time__=5", b"__results.time__=-1e3",
+                                  b"0: __results.time__=50.0", b"x\r__results.time__=50.0",
+                                  b"__results.throughput__=12"])
+def test_6_a_log_cut_inside_a_number_is_no_ok_result(tmp_path, tail):
+    parsed, experiment = _parse(tmp_path, b'__exp.id__="a"\n' + tail)
+    assert parsed.cut + parsed.unparsable == 1  # `50.` is no JSON at all
+    key = tail.split(b"__")[1].decode()
+    assert key not in experiment
+    assert experiment["results.status"] == "failure"
+    if parsed.cut:
+        assert "cut short" in experiment["results.status_msg"]
+
+
+def test_6_an_earlier_value_stays_but_the_cut_log_is_still_a_failure(tmp_path):
+    _, experiment = _parse(tmp_path, b'__results.time__=40\n__results.time__=50.0')
+    assert experiment["results.time"] == 40 and experiment["results.status"] == "failure"
+
+
+@pytest.mark.parametrize("tail, value", [
+    (b'__results.status__="ok"', "ok"), (b"__results.x__=[1, 2]", [1, 2]),
+    (b'__results.x__={"a": 1}', {"a": 1}), (b"__results.x__=true", True)])
+def test_6_a_whole_value_without_a_line_ending_is_read(tmp_path, tail, value):
+    parsed, experiment = _parse(tmp_path, b'__results.time__=4.0\n' + tail)
+    key = tail.split(b"__")[1].decode()
+    assert parsed.cut == 0 and experiment[key] == value
+
+
+def test_6_a_number_with_its_line_ending_is_read(tmp_path):
+    parsed, experiment = _parse(tmp_path, b'__results.time__=50.089\n')
+    assert parsed.cut == 0 and experiment["results.status"] == "ok"
+    assert experiment["results.time"] == 50.089
+
+
+@pytest.mark.parametrize("layout", ["no newline", "newline", "middle", "carriage returns"])
+def test_5_a_line_longer_than_the_limit_is_never_held(tmp_path, layout):
+    import resource
+
+    from dlbs.results.protocol import MAX_LINE_BYTES
+
+    log = tmp_path / "a.log"
+    size = 6 * MAX_LINE_BYTES  # 96 MiB: many times the limit
+    with open(log, "wb") as stream:
+        stream.write(b'__exp.id__="a"\n__results.x__="')
+        chunk = (b"a" * (2**20 - 1) + b"\r") if layout == "carriage returns" else b"a" * 2**20
+        for _ in range(size // 2**20):
+            stream.write(chunk)
+        stream.write({"no newline": b"", "newline": b'"\n', "middle": b'"\n__results.time__=1.5\n',
+                      "carriage returns": b'"\n'}[layout])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    parsed, experiment = _parse_file(log)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown * 1024 < 3 * MAX_LINE_BYTES, f"{grown} KiB for a {size >> 20} MiB line"
+    assert parsed.too_long == 1 and "results.x" not in experiment
+    assert experiment["exp.id"] == "a"
+    if layout == "middle":
+        assert experiment["results.time"] == 1.5
+
+
+def _parse_file(log):
+    from dlbs.results.protocol import experiment_from_log, parse_log
+
+    parsed = parse_log(log)
+    return parsed, experiment_from_log(parsed)
+
+
+def test_5_lines_within_the_limit_are_read_across_chunks(tmp_path):
+    from dlbs.results.protocol import _READ_BUFFER
+
+    times = [float(i) for i in range(3 * _READ_BUFFER // 8)]  # about 3 chunks long
+    text = '__exp.id__="a"\n__results.time_data__=' + json.dumps(times) + "\n"
+    _, experiment = _parse(tmp_path, text.encode())
+    assert experiment["results.time_data"] == times
+
+
+@pytest.mark.parametrize("samples, mean", [
+    ([1e308, 1e308], 1e308), ([0.0, 1.7e308], 0.85e308), ([1.7e308] * 5, 1.7e308),
+    ([1.0, 2.0, 3.0], 2.0)])
+def test_6_times_near_the_largest_float_have_a_mean_and_no_warning(samples, mean):
+    import warnings
+
+    from dlbs.results.stats import sample_statistics, summarize
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        statistics = sample_statistics(samples)
+        summary = summarize({"exp.replica_batch": 1},
+                            {"results.time_data": samples, "results.warmup_time_data": samples})
+    assert statistics["results.time"] == pytest.approx(mean, rel=1e-12)
+    assert summary["results.warmup_time"] == pytest.approx(mean, rel=1e-12)
+    assert math.isfinite(statistics["results.time_std"])
+    assert summary["results.throughput"] > 0
+
+
+def test_6_the_database_s_status_wins_over_a_log_that_looks_ok(tmp_path):
+    from dlbs.results.sources import load_attempts, load_experiments
+    from dlbs.results.store import ResultsStore
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    base = ('__exp.id__="{id}"\n__exp.framework__="dummy"\n__exp.model__="m"\n'
+            '__exp.replica_batch__=1\n__results.time__=2.0\n')
+    (folder / "a.log").write_text(base.format(id="e1") + "__results.time_data__=[2.0]\n")
+    (folder / "a.attempt2.log").write_text(base.format(id="e1") +
+                                           '__results.status__="ok"\n__results.time_data__=[3.0]\n')
+    (folder / "other.log").write_text(base.format(id="e2"))  # the database does not know it
+    with ResultsStore(folder / "results.db") as store:
+        store.record_start("e1", 1, {"exp.id": "e1"}, log_path="logs/a.log")
+        store.record_end("e1", 1, "interrupted", status_msg="stopped by SIGINT")
+        store.record_start("e1", 2, {"exp.id": "e1"}, log_path="logs/a.attempt2.log")
+        store.record_end("e1", 2, "ok")
+    for source in (folder, folder / "a.log"):
+        loaded = load_experiments([source])
+        statuses = {record.source: record.experiment["results.status"]
+                    for record in loaded.records}
+        assert statuses[str(folder / "a.log")] == "interrupted", statuses
+    experiments = {r.source: r.experiment for r in load_experiments([folder]).records}
+    assert experiments[str(folder / "a.log")]["results.status_msg"] == "stopped by SIGINT"
+    assert experiments[str(folder / "a.attempt2.log")]["results.status"] == "ok"
+    assert experiments[str(folder / "other.log")]["results.status"] == "ok"
+    column = load_attempts([folder]).column("results.status")
+    assert sorted(column.values[code] for code in column.codes) == ["interrupted", "ok", "ok"]
