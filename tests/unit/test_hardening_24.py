@@ -378,3 +378,54 @@ def test_6_the_database_s_status_wins_over_a_log_that_looks_ok(tmp_path):
     assert experiments[str(folder / "other.log")]["results.status"] == "ok"
     column = load_attempts([folder]).column("results.status")
     assert sorted(column.values[code] for code in column.codes) == ["interrupted", "ok", "ok"]
+
+
+# -- 5: a trace's events are bounded ---------------------------------------------------------
+def _gzip_trace(path, *pieces: bytes, repeat: int = 0, filler: bytes = b"") -> None:
+    import gzip
+
+    with gzip.open(path, "wb") as stream:
+        stream.write(pieces[0])
+        for _ in range(repeat):
+            stream.write(filler)
+        for piece in pieces[1:]:
+            stream.write(piece)
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("pieces", [
+    (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1, "name": "', b'"}]}'),  # a name
+    (b'{"dlbs": {"model": "', b'"}, "traceEvents": []}'),  # the metadata
+    (b'{"', b'": 1, "traceEvents": []}'),  # a key
+    (b'[{"ph": "X", "ts": 1, "dur": 1, "args": {"a": [', b'1]}}]'),  # a bare array's event
+    (b'{"traceEvents": [', b'{"ph": "X", "ts": 1, "dur": 1}]}'),  # whitespace
+])
+def test_5_a_trace_event_of_a_gigabyte_is_refused_after_a_few_mib(tmp_path, pieces):
+    from dlbs.traces.reader import MAX_EVENT_BYTES, TraceError, TraceFile
+
+    path = tmp_path / "bomb.trace.json.gz"
+    filler = b" " * MIB if pieces[1].startswith(b"{") else (
+        b"1," * (MIB // 2) if b"[" in pieces[0][-2:] else b"a" * MIB)
+    _gzip_trace(path, *pieces, repeat=10 * MAX_EVENT_BYTES // MIB, filler=filler)
+    started = time.perf_counter()
+    with pytest.raises(TraceError, match="without a complete event"):
+        trace = TraceFile(path)
+        trace.metadata()
+        list(trace.spans())
+    assert time.perf_counter() - started < 20  # before: quadratic, a minute for 40 MiB
+
+
+def test_5_events_within_the_bound_are_read(tmp_path):
+    from dlbs.traces.reader import MAX_EVENT_BYTES, TraceFile
+
+    path = tmp_path / "t.trace.json.gz"
+    name = "n" * (MAX_EVENT_BYTES // 2)
+    events = [{"ph": "X", "ts": i, "dur": 1, "name": name if i == 3 else f"e{i}"}
+              for i in range(10_000)]
+    _gzip_trace(path, json.dumps({"dlbs": {"model": "m"}, "traceEvents": events}).encode())
+    trace = TraceFile(path)
+    assert trace.metadata() == {"model": "m"}
+    spans = list(trace.spans())
+    assert len(spans) == 10_000 and spans[3].name == name
