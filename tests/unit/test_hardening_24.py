@@ -117,6 +117,11 @@ def test_1_trace_paths_are_normalised_and_absolute_ones_allowed():
     assert experiments[0]["exp.trace_file"] == f"logs/{experiments[0]['exp.id']}.gz"
 
 
+#: The first experiment's log is /tmp/x.gz; the second's, where it would be.
+SECOND_LOG = ("exp.log_file=$('/tmp/x.gz' if ${exp.replica_batch} == 1 else "
+              "'${exp.log_dir}/${exp.id}.log')$")
+
+
 @pytest.mark.parametrize("params, fragment", [
     (["exp.trace_file=logs/same.trace.json.gz"],
      "experiments #1 and #2 write the same trace file 'logs/same.trace.json.gz'"),
@@ -127,10 +132,10 @@ def test_1_trace_paths_are_normalised_and_absolute_ones_allowed():
     (["exp.log_file=${exp.log_dir}/results.db"],
      "writes its log file (exp.log_file) to its own results database"),
     (["exp.trace_file=$('${exp.log_file}' if ${exp.replica_batch} == 2 else '/tmp/x.gz')$",
-      "exp.log_file=$('/tmp/x.gz' if ${exp.replica_batch} == 1 else '${exp.log_dir}/${exp.id}.log')$"],
+      SECOND_LOG],
      "experiment #2 writes its trace file (exp.trace_file) to its own log file"),
     (["exp.trace_file=$('/tmp/x.gz' if ${exp.replica_batch} == 2 else '/tmp/${exp.id}.gz')$",
-      "exp.log_file=$('/tmp/x.gz' if ${exp.replica_batch} == 1 else '${exp.log_dir}/${exp.id}.log')$"],
+      SECOND_LOG],
      "experiment #2 writes its trace file (exp.trace_file) to experiment #1's log file"),
     (["exp.trace_file=/tmp/t.gz", "exp.log_dir=/tmp"],  # the same file, named two ways
      "write the same trace file"),
