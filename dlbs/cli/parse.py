@@ -39,8 +39,8 @@ def _select(experiment: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Parse the inputs and write the experiments."""
     from dlbs.cli.output import emit
+    from dlbs.config.limits import MAX_LINE_BYTES
     from dlbs.results.output import experiments_to_csv, to_json
-    from dlbs.results.protocol import MAX_LINE_BYTES
     from dlbs.results.sources import experiments_document, load_experiments
 
     output = args.output

@@ -60,3 +60,9 @@ MAX_PLAN_BYTES = 256 * 2**20
 MAX_FILE_NAME_BYTES = 255 - 32
 #: Bytes of a whole path (PATH_MAX), less the same room.
 MAX_PATH_BYTES = 4096 - 32
+
+# -- reading results and traces (docs/security.md) -----------------------------------------
+#: Bytes of one line of a log: a list of a million per-batch times fits.
+MAX_LINE_BYTES = 16 * 2**20
+#: Bytes (decompressed) a trace's parser may read without completing an event.
+MAX_EVENT_BYTES = 4 * 2**20

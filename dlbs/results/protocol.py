@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from dlbs.config.limits import MAX_LINE_BYTES
 from dlbs.errors import ResultsError
 from dlbs.util.exact_json import has_long_digits
 
@@ -43,8 +44,6 @@ _LINE_STR = re.compile(_PREFIX + _KEY + r"(?P<value>.*)", re.DOTALL)
 _LINE_BYTES = re.compile(_PREFIX.encode() + _KEY.encode() + rb"(?P<value>.*)", re.DOTALL)
 
 _READ_BUFFER = 1 << 20
-#: Bytes of one line of a log (a per-batch time list of a million batches fits in 16 MiB).
-MAX_LINE_BYTES = 16 * 2**20
 _VALID_KEY = re.compile(r"[A-Za-z0-9_.\-]+")
 
 

@@ -21,14 +21,13 @@ from typing import IO, Any
 
 import ijson
 
+from dlbs.config.limits import MAX_EVENT_BYTES
 from dlbs.errors import ResultsError
 from dlbs.traces.events import Span
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: The parser's read size: bigger reads are faster; memory stays a small multiple of it.
 CHUNK = 1 << 16
-#: Bytes (decompressed) the parser may read without completing an event: an event's size.
-MAX_EVENT_BYTES = 4 * 2**20
 #: ijson events that end a value at its own prefix: a container's end, or a scalar.
 _VALUE_ENDS = frozenset({"end_map", "end_array", "string", "number", "boolean", "null"})
 

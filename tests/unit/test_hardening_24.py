@@ -299,7 +299,7 @@ def test_6_a_number_with_its_line_ending_is_read(tmp_path):
 def test_5_a_line_longer_than_the_limit_is_never_held(tmp_path, layout):
     import resource
 
-    from dlbs.results.protocol import MAX_LINE_BYTES
+    from dlbs.config.limits import MAX_LINE_BYTES
 
     log = tmp_path / "a.log"
     size = 6 * MAX_LINE_BYTES  # 96 MiB: many times the limit
