@@ -45,6 +45,21 @@ def test_1_a_traced_sweep_writes_one_trace_per_experiment(dlbs_cli, tmp_path):
     assert len(list((tmp_path / "logs").glob("*.trace.json.gz"))) == 2
 
 
+@pytest.mark.parametrize("plan_file", [False, True])
+def test_1_a_container_s_writable_mount_of_etc_for_the_trace_is_warned_of(dlbs_cli, tmp_path,
+                                                                           plan_file):
+    params = ["-P", "exp.docker=true", "-P", "exp.trace_level=step",
+              "-P", "exp.trace_file=/etc/${exp.id}.trace.json.gz"]
+    if plan_file:
+        _plan(dlbs_cli, tmp_path, *params)
+        result = dlbs_cli("run", "--plan", "plan.json", "--dry-run", cwd=tmp_path)
+    else:
+        result = dlbs_cli("run", *DUMMY, *params, "--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "dlbs: warning: exp.trace_file: a writable mount of /etc gives the container the " \
+           "host's /etc (2 experiments; see docs/security.md)" in result.stderr.splitlines()
+
+
 # -- 7: `run --plan` checks what `run --config` checks ------------------------------------------
 def _plan(dlbs_cli, tmp_path: Path, *params: str) -> list[dict]:
     result = dlbs_cli("plan", *DUMMY, *params, "-o", "plan.json", cwd=tmp_path)
