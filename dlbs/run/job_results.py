@@ -1,4 +1,4 @@
-"""What a SLURM job's node monitors wrote, turned into an attempt's environment and results.
+"""What a scheduler job's node monitors wrote, turned into an attempt's environment and results.
 
 Each node of a job writes `__job.environment.<node>__` and, with `monitor.frequency`,
 `__job.monitor.<node>__` (`dlbs.monitor.node`) into a file beside the log, which the job
@@ -24,12 +24,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY
+from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY, NODE_FILE_SUFFIX
 from dlbs.run.logs import append_to_log
-from dlbs.run.targets.slurm import node_files
 
 SUMMED = ("cpu", "rss", "gpu_mem", "gpu_power")
 AVERAGED = ("gpu_util",)
+
+
+def node_files(log_path: str) -> list[str]:
+    """The node monitor files of a log (`<log>.<node>.dlbs-node`) that exist now."""
+    folder, name = os.path.split(os.path.abspath(log_path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(os.path.join(folder, entry) for entry in entries
+                  if entry.startswith(name + ".") and entry.endswith(NODE_FILE_SUFFIX))
 
 
 def absorb_node_files(log_path: str) -> None:

@@ -3,10 +3,16 @@
 `fcntl.flock` on a lock file: `<log_dir>/.dlbs-run.lock` for a log folder, and
 `.<name>.dlbs-run.lock` beside a results database `<name>` (`runtime.results_db` may be shared
 by runs with different log folders: each closes the open attempts it finds there, so two at
-once would close each other's live attempts). The kernel drops the lock when its holder dies,
-even by `kill -9`, so a crashed run never leaves a stale lock behind. The holder writes its
-pid into the file only so that the refusal can name it. The file itself stays (removing a
-flock'ed file races with the next locker).
+once would close each other's live attempts). A database is locked by its identity, not by
+the name a run was given: the lock file sits beside its real path (every symbolic link, of
+the file or of a folder above it, resolved), and a database with more than one hard link
+is refused (two names of one file would be two locks; SQLite, too, keeps a database's
+journal by name). `database_lock_path` says where a database's lock is.
+
+The kernel drops the lock when its holder dies, even by `kill -9`, so a crashed run never
+leaves a stale lock behind. The holder writes its pid into the file only so that the
+refusal can name it. The file itself stays (removing a flock'ed file races with the next
+locker).
 
 The lock file is only ever a regular file of its own: a symbolic link, a hard link to
 another file, a FIFO or a device in its place is refused without being written (or, for all
@@ -39,11 +45,13 @@ class RunLock:
         #: What the lock protects, for messages.
         self.what = self.log_dir
         self.hint = "wait for it to end, or give this run another exp.log_dir"
+        #: The real path of the results database this lock protects (None: a log folder).
+        self.database: str | None = None
         self._fd: int | None = None
 
     @classmethod
     def of_database(cls, database: str | os.PathLike[str]) -> RunLock:
-        """The lock of a results database (a file beside it).
+        """The lock of a results database (a file beside its real path; see the module doc).
 
         A database that is no regular file (`/dev/null`, a FIFO, a folder) is refused before
         any lock file is made beside it (in `/dev`).
@@ -57,10 +65,12 @@ class RunLock:
             raise ResultsError(f"results database {path} is {_kind(found.st_mode)}, not a "
                                f"regular file", hint="point runtime.results_db at a file "
                                                      "(default: results.db in exp.log_dir)")
-        folder, name = os.path.split(os.path.abspath(path))
-        lock = cls(folder)
-        lock.path = os.path.join(folder, f".{name}{DATABASE_LOCK_SUFFIX}")
+        lock = cls(os.path.dirname(database_lock_path(path)))
+        lock.path = database_lock_path(path)
+        lock.database = os.path.realpath(path)
         lock.what = f"results database {path}"
+        if lock.database != os.path.abspath(path):
+            lock.what += f" (that is {lock.database})"
         lock.hint = "wait for it to end, or give this run another runtime.results_db"
         return lock
 
@@ -96,11 +106,31 @@ class RunLock:
                 hint="the log folder must be on a file system that supports flock",
             ) from error
         try:
+            self._check_database()
+        except ResultsError:
+            os.close(fd)
+            raise
+        try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError:
             pass  # the pid is only for messages: a full disk does not make the lock weaker
         self._fd = fd
+
+    def _check_database(self) -> None:
+        """A locked database must have one name: a hard link would be a second lock."""
+        if self.database is None:
+            return
+        try:
+            found = os.stat(self.database)
+        except OSError:
+            return  # not there yet (the run creates it), or the store says why not
+        if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+            raise ResultsError(
+                f"{self.what} has {found.st_nlink - 1} other hard link(s): another name of it "
+                "would let a second dlbs run use it at once",
+                hint="give this run a database of its own (runtime.results_db), or remove "
+                     "the other links")
 
     def release(self) -> None:
         """Give the lock back (closing the descriptor releases the flock)."""
@@ -114,6 +144,12 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def database_lock_path(database: str | os.PathLike[str]) -> str:
+    """The lock file of a results database: `.<name>.dlbs-run.lock` beside its real path."""
+    folder, name = os.path.split(os.path.realpath(os.fspath(database)))
+    return os.path.join(folder, f".{name}{DATABASE_LOCK_SUFFIX}")
 
 
 class _NotALockFile(OSError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ _TRUE = {"true", "yes", "on", "1", "t", "y"}
 _FALSE = {"false", "no", "off", "0", "f", "n"}
 DTYPES = {"float": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+OPTIMIZERS = ("sgd", "lars")
+OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
 
 
 class FlagError(UserError):
@@ -36,6 +39,25 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(
         f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
     )
+
+
+def parse_auto_bool(text: str) -> bool | str:
+    """``auto`` (any case), or a boolean as parse_bool reads it."""
+    return "auto" if text.strip().lower() == "auto" else parse_bool(text)
+
+
+def parse_inductor_option(text: str) -> tuple[str, object]:
+    """NAME=VALUE, the value read as JSON where it parses (true, 3, 0.5), else as a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    if isinstance(parsed, list | dict) or parsed is None:
+        parsed = value
+    return name.strip(), parsed
 
 
 def parse_dtype(text: str) -> str:
@@ -71,14 +93,20 @@ class Options:
     data_backend: str
     data_shuffle: bool
     num_loader_threads: int
+    decode: str
     data_loader_only: bool
     synthetic_data_location: str
     cudnn_benchmark: bool
     cudnn_fastest: bool
     tf32: bool
-    channels_last: bool
+    #: True, False or "auto" (channels-last for image models on a GPU: runner.memory_format_for).
+    channels_last: bool | str
     compile: bool
     compile_mode: str
+    #: torch._inductor.config settings for torch.compile, (name, value) pairs.
+    inductor_options: list[tuple[str, object]]
+    optimizer: str
+    optimizer_impl: str
     freezing: bool
     cuda_graphs: bool
     num_threads: int
@@ -135,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
     p.add_argument("--num_loader_threads", type=int, default=4, help="data loader worker processes")
+    p.add_argument(
+        "--decode",
+        default="cpu",
+        choices=["cpu", "gpu"],
+        help="real data: decode and augment images on the host (DataLoader workers, Pillow) "
+        "or on the GPU (nvJPEG, image_folder of JPEG files)",
+    )
     _bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
     p.add_argument(
         "--synthetic_data_location",
@@ -151,11 +186,30 @@ def build_parser() -> argparse.ArgumentParser:
         "today to the old cudnn.fastest",
     )
     _bool_flag(p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)")
-    _bool_flag(p, "channels_last", False, "NHWC memory format for model and input")
+    p.add_argument(
+        "--channels_last",
+        type=parse_auto_bool,
+        nargs="?",
+        const=True,
+        default="auto",
+        help="NHWC memory format for model and input; auto: for image models on a GPU",
+    )
     _bool_flag(p, "compile", False, "torch.compile the model")
     p.add_argument(
         "--compile_mode", default="default", choices=COMPILE_MODES, help="torch.compile mode"
     )
+    p.add_argument(
+        "--inductor_options",
+        type=parse_inductor_option,
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="torch._inductor.config settings for --compile (coordinate_descent_tuning=true)",
+    )
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
+                   help="training: SGD with momentum, or LARS (MLPerf's ResNet-50 optimizer)")
+    p.add_argument("--optimizer_impl", default="fused", choices=OPTIMIZER_IMPLEMENTATIONS,
+                   help="torch.optim's fused kernel or its multi-tensor (foreach) one")
     _bool_flag(
         p,
         "freezing",
@@ -163,7 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
         "inference with --compile: inductor's freezing (weights folded into the graph as "
         "constants; on CPU, convolution weights prepacked for oneDNN)",
     )
-    _bool_flag(p, "cuda_graphs", False, "inference: capture the forward pass in a CUDA graph")
+    _bool_flag(
+        p,
+        "cuda_graphs",
+        False,
+        "GPU: capture the step in a CUDA graph (inference: the forward pass; training: the "
+        "whole step, forward to optimizer)",
+    )
     p.add_argument(
         "--num_threads", type=int, default=0, help="CPU intra-op threads (0: torch default)"
     )
@@ -231,10 +291,20 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         raise FlagError(f"--num_threads must be >= 0, got {opts.num_threads}")
     if opts.device == "gpu" and opts.num_gpus < 1:
         raise FlagError(f"--num_gpus must be >= 1 with --device gpu, got {opts.num_gpus}")
-    if opts.cuda_graphs and not opts.forward_only:
-        raise FlagError("--cuda_graphs works for inference only (--forward_only true)")
     if opts.cuda_graphs and opts.device != "gpu":
         raise FlagError("--cuda_graphs needs --device gpu")
+    if (opts.cuda_graphs and not opts.forward_only and opts.dtype == "float16"
+            and opts.optimizer_impl != "fused"):
+        raise FlagError("--cuda_graphs with float16 training needs --optimizer_impl fused (the "
+                        "foreach step reads GradScaler's overflow flag on the host, which a CUDA "
+                        "graph cannot capture)")
+    if opts.inductor_options and not opts.compile:
+        raise FlagError("--inductor_options configures torch.compile: add --compile true")
+    if opts.decode == "gpu" and opts.device != "gpu":
+        raise FlagError("--decode gpu decodes on the GPU: needs --device gpu")
+    if opts.decode == "gpu" and opts.data_dir and opts.data_backend != "image_folder":
+        raise FlagError("--decode gpu reads JPEG files of an image_folder (--data_backend "
+                        "image_folder)")
     if opts.freezing and not (opts.compile and opts.forward_only):
         raise FlagError("--freezing applies to compiled inference (--compile true "
                         "--forward_only true)")

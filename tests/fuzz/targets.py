@@ -9,7 +9,8 @@ Targets: `spec` (spec files, YAML and JSON, with includes), `expression` (`$( ..
 `plan` (plan files of `dlbs run --plan`), `log` (the `__key__=json` protocol and the
 writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands),
 `trace_path` (`exp.trace_file` values: contained, never shared, never written over a file
-that is not a trace, and a container's mount of a system folder said).
+that is not a trace, and a container's mount of a system folder said), `database` (other
+names of a results database: no name bypasses its run lock).
 """
 
 from __future__ import annotations
@@ -406,6 +407,100 @@ def cli(argv: list[str]) -> None:
             os.chdir(here)
 
 
+# -- the identity of a results database ----------------------------------------------------------
+PARTS = st.sampled_from(["a", "b", "results.db", "x y", "é", ".hidden", "-d", "a" * 120, "c"])
+ALIASES = st.sampled_from(["symlink", "relative symlink", "hard link", "folder symlink",
+                           "dot-dot", "dot", "double slash", "chain", "loop", "dangling"])
+
+
+@st.composite
+def database_layouts(draw: st.DrawFn) -> tuple[list[str], str, bool, list[tuple[str, int, str]]]:
+    """(folders of the database, its name, whether it exists, aliases: (kind, n, name))."""
+    folders = draw(st.lists(PARTS, max_size=3))
+    aliases = draw(st.lists(st.tuples(ALIASES, st.integers(0, 5), PARTS), max_size=6))
+    return folders, draw(PARTS), draw(st.booleans()), aliases
+
+
+def _alias(root: Path, database: Path, made: list[Path], kind: str, number: int,
+           name: str) -> Path | None:
+    """Another name of `database` in a folder of its own (None: a name of something else)."""
+    place = root / f"alias{len(list(root.glob('alias*')))}"
+    place.mkdir()
+    link = place / name
+    if kind == "symlink":
+        link.symlink_to(database)
+    elif kind == "relative symlink":
+        link.symlink_to(os.path.relpath(database, place))
+    elif kind == "hard link":
+        if not database.exists():
+            return None
+        os.link(database, link)
+    elif kind == "folder symlink":
+        folders = [database.parent, *database.parent.parents]
+        folder = folders[min(number, len(folders) - 1)]
+        link.symlink_to(folder)
+        return link / database.relative_to(folder)
+    elif kind == "dot-dot":
+        return place / ".." / database.relative_to(root)
+    elif kind == "dot":
+        return Path(f"{database.parent}/./{database.name}")
+    elif kind == "double slash":
+        return Path(f"{database.parent}//{database.name}")
+    elif kind == "chain" and made:
+        link.symlink_to(made[number % len(made)])
+    elif kind == "loop":
+        link.symlink_to(place / "loop")
+        (place / "loop").symlink_to(link)
+        return None
+    else:  # dangling, or a chain with nothing before it
+        link.symlink_to(place / "nothing")
+        return None
+    return link
+
+
+def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> None:
+    """No other name of a results database gets a run lock while one run holds it.
+
+    Nor while it has other hard links (no run gets it then); a different database, given
+    the same name elsewhere, is never locked by it. Every refusal is one line.
+    """
+    from dlbs.run.lock import RunLock
+
+    folders, name, exists, aliases = case
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        database = root.joinpath("db", *folders, name)
+        database.parent.mkdir(parents=True, exist_ok=True)
+        if exists:
+            database.write_bytes(b"")
+        names: list[Path] = []
+        for kind, number, alias_name in aliases:
+            alias = _alias(root, database, names, kind, number, alias_name)
+            if alias is not None:
+                names.append(alias)
+        holder = RunLock.of_database(database)
+        try:
+            holder.acquire()
+        except DlbsError as error:  # a hard link made it two names: nobody gets it
+            one_line(error)
+            assert "hard link" in error.message, error.message
+        other = RunLock.of_database(root.joinpath("other", *folders, name))
+        other.acquire()  # the same name elsewhere is another database
+        other.release()
+        try:
+            for alias in names:
+                lock = RunLock.of_database(alias)
+                try:
+                    lock.acquire()
+                except DlbsError as error:
+                    one_line(error)
+                    continue
+                lock.release()
+                raise AssertionError(f"{alias} bypassed the lock of {database}")
+        finally:
+            holder.release()
+
+
 TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "spec": (spec, spec_files()),
     "expression": (expression, expressions()),
@@ -413,4 +508,5 @@ TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "log": (log, logs()),
     "cli": (cli, argvs()),
     "trace_path": (trace_path, TRACE_CASES),
+    "database": (database, database_layouts()),
 }
