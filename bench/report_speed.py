@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from dlbs.config.loader import load_spec  # noqa: E402
 from dlbs.plan.builder import plan  # noqa: E402
+from dlbs.plan.identity import ID_PARAMS, SET  # noqa: E402
 from dlbs.report.identity import is_identity_key, key_rules  # noqa: E402
 from dlbs.results.store import Attempt, ResultsStore  # noqa: E402
 
@@ -51,9 +52,16 @@ SLOW_FRACTION = 0.01
 
 
 def template() -> dict:
-    """One resolved experiment of a real plan: the parameters every experiment starts from."""
-    experiments = plan(load_spec(REPO / "examples" / "gpu_scaling.yaml"))
-    return dict(experiments[0])
+    """One resolved experiment of a real plan: the parameters every experiment starts from.
+
+    Its stored identity set (exp.id_params) gains the user axis `trial` that experiments()
+    adds, as the planner would have set it.
+    """
+    experiment = dict(plan(load_spec(REPO / "examples" / "gpu_scaling.yaml"))[0])
+    stored = experiment.get(ID_PARAMS)
+    if isinstance(stored, dict):
+        experiment[ID_PARAMS] = {**stored, SET: [*stored[SET], "trial"]}
+    return experiment
 
 
 def experiments(count: int) -> list[dict]:

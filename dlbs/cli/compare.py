@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.cli.output import emit
     from dlbs.cli.report import split_list
     from dlbs.report.compare import compare, parse_threshold
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.render_compare import render_comparison, summary_line
     from dlbs.report.select import Filter
-    from dlbs.results.sources import load_attempts
     from dlbs.util.gc import no_cyclic_gc
     from dlbs.util.terminal import one_line
 
@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
     filters = [Filter.parse(text) for text in args.filters]
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():
-        base = load_attempts([args.base], latest_only=True)
-        new = load_attempts([args.new], latest_only=True)
+        base = load_inputs([args.base], latest_only=True)
+        new = load_inputs([args.new], latest_only=True)
         comparison = compare(base, new, by=split_list(args.by), filters=filters,
                              threshold=threshold, alpha=args.alpha)
         text = render_comparison(comparison, args.fmt)

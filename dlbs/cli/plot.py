@@ -35,9 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Draw and write the chart."""
     from dlbs.errors import ResultsError
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.plot import Chart, chart, save
     from dlbs.report.select import Filter
-    from dlbs.results.sources import Detail, load_attempts, load_experiments
+    from dlbs.results.sources import Detail, load_experiments
     from dlbs.util.atomic import atomic_write
 
     fmt = os.path.splitext(args.output)[1].lower().lstrip(".")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     # The monitor's series are number lists, which only whole records hold; the other
     # charts are reports drawn, read as columns.
     source = load_experiments(args.inputs, Detail()).records if args.preset == "monitor" \
-        else load_attempts(args.inputs)
+        else load_inputs(args.inputs)
     atomic_write(args.output, save(chart(source, request), fmt))
     print(f"dlbs plot: wrote {args.output}", file=sys.stderr)
     return 0

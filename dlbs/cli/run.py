@@ -94,10 +94,11 @@ def _print_preview(previews: list[Any], output_format: str) -> None:
         sys.stdout.write(aligned_table(("id", "action", "target", "framework", "model",
                                         "batch", "GPUs", "log file"), rows, rule=False))
     counts = {action: sum(1 for p in previews if p.action == action)
-              for action in ("run", "simulate", "done", "skip", "disabled")}
+              for action in ("run", "simulate", "done", "skip", "disabled", "fail")}
+    failing = f", {counts['fail']} to fail (missing on this host)" if counts["fail"] else ""
     print(f"dlbs: {len(previews)} experiments: {counts['run']} to run, "
           f"{counts['done']} already done, {counts['skip']} to skip, "
-          f"{counts['disabled']} disabled, {counts['simulate']} to simulate "
+          f"{counts['disabled']} disabled, {counts['simulate']} to simulate{failing} "
           f"(--format json shows each exact request)")
 
 
@@ -251,5 +252,5 @@ def _print_summary(summary: Any, stream: _Terminal) -> None:
             else " (interrupted)"
     print(f"dlbs: {counts or 'nothing to run'}{stopped}", file=stream)
     for experiment, status, message, log_path in summary.failures:
-        print(one_line(f"  {status}: {_describe(experiment)}: {message} (log: {log_path})"),
-              file=stream)
+        where = f" (log: {log_path})" if log_path else ""  # none: it was not started
+        print(one_line(f"  {status}: {_describe(experiment)}: {message}{where}"), file=stream)

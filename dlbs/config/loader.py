@@ -55,8 +55,8 @@ def default_config_files() -> list[Path]:
 
 
 def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
-    """A 'did you mean' hint naming the closest candidates, or None."""
-    close = difflib.get_close_matches(word, list(candidates), n=n, cutoff=0.6)
+    """A 'did you mean' hint naming the closest candidates (each once), or None."""
+    close = difflib.get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=0.6)
     if not close:
         return None
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"

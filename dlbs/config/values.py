@@ -135,6 +135,27 @@ def cast(value: Any, declared: str | None) -> Any:
     raise ValueError(f"unknown type {declared!r}")
 
 
+# Blanks around the separators of a GPU list ("0, 1"): DLBS counted GPUs on whitespace-split
+# lists, so its users wrote them; one spelling keeps "0, 1" and "0,1" one experiment.
+_GPU_LIST_BLANKS = re.compile(r"\s*([:,])\s*")
+
+
+def _gpu_list(value: Any) -> Any:
+    return _GPU_LIST_BLANKS.sub(r"\1", value.strip()) if isinstance(value, str) else value
+
+
+#: Parameters whose values may be written more than one way, and their one spelling; a
+#: value is brought to it after it is cast and before it is checked (docs/language.md
+#: section 6).
+NORMALISED = {"exp.gpus": _gpu_list}
+
+
+def normalise(name: str, value: Any) -> Any:
+    """`value` of parameter `name` in its one spelling (most parameters: as it is)."""
+    spell = NORMALISED.get(name)
+    return value if spell is None else spell(value)
+
+
 def check_plain(value: Any) -> Any:
     """`value` if it is plain data that every reader of a plan holds exactly, else ConfigError.
 

@@ -109,6 +109,19 @@ def _run(argv: Sequence[str], timeout: float, stop: threading.Event) -> str:
     return stdout
 
 
+def list_gpus(program: str = "nvidia-smi", timeout: float = QUERY_TIMEOUT) -> list[str] | None:
+    """The indices of the GPUs nvidia-smi lists; None when it is not installed.
+
+    GpuQueryError when it is installed but gives no answer (a driver in trouble), so that a
+    caller can tell "no GPU here" from "cannot say".
+    """
+    path = shutil.which(program)
+    if path is None:
+        return None
+    readings, _ = parse_query_output(_run([path, *QUERY_ARGS], timeout, threading.Event()))
+    return [reading.index for reading in readings]
+
+
 class NvidiaSmi:
     """Queries nvidia-smi for the GPUs `gpus` (nvidia-smi indices, as strings)."""
 

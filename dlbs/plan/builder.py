@@ -24,6 +24,7 @@ from dlbs.config.values import cast, render
 from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
+from dlbs.plan.identity import ID_PARAMS, IdentitySets, default_sources, spec_set_names
 from dlbs.plan.resolver import Override, ResolutionContext, Resolver
 
 ID = "exp.id"
@@ -94,6 +95,8 @@ class Planner:
                                      frozenset([ID]) if self.auto_id else frozenset())
         self._layouts: dict[str | None, _Layout] = {}
         self._seen: set[str] = set()
+        # What identifies each experiment, stored with it (exp.id_params: identity.py).
+        self.identity_sets = IdentitySets(self.params, spec_set_names(spec, default_sources()))
 
     # -- setup -------------------------------------------------------------------------------
     def _axis_items(self, alternatives: dict[str, list[Any]],
@@ -326,6 +329,8 @@ class Planner:
             resolver.overrides = with_id
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
+        if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
+            experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
     def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:

@@ -136,6 +136,7 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
     """Build (or take) the plan and check it as a whole."""
     report = PlanReport(warnings=unused_parameters(planner.spec))
     half_without_tensor_cores: Counter[str] = Counter()
+    with_model_opts = 0
     run_checks = RunChecks()
     for index, experiment in enumerate(
             planner.experiments() if experiments is None else experiments, start=1):
@@ -161,10 +162,17 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
                 experiment.get("exp.device_type") == "gpu" and \
                 experiment.get("exp.dtype") in ("float16", "bfloat16"):
             half_without_tensor_cores[str(experiment["exp.dtype"])] += 1
+        if str(experiment.get("exp.model_opts", "{}")).replace(" ", "") not in ("", "{}"):
+            with_model_opts += 1
     for dtype, count in sorted(half_without_tensor_cores.items()):
         report.warnings.append(
             f"exp.use_tensor_core is false in {count} PyTorch {dtype} experiments: PyTorch "
             f"can only switch TF32 off (float32 math); {dtype} math still uses tensor cores")
+    if with_model_opts:
+        report.warnings.append(
+            f"exp.model_opts is set in {with_model_opts} experiments, but no backend of dlbs "
+            f"reads model options (DLBS's MXNet backend did): it is only recorded, and "
+            f"experiments that differ only in it are one experiment")
     report.problems += run_checks.problems
     report.duplicates = planner.duplicates
     if report.experiments == 0:

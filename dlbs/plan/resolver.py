@@ -19,7 +19,7 @@ from dlbs.config.loader import suggest
 from dlbs.config.patterns import fullmatch
 from dlbs.config.spec import ParamDef
 from dlbs.config.template import Expr, Ref, Template, parse
-from dlbs.config.values import cast, check_plain, render, shell_word
+from dlbs.config.values import cast, check_plain, normalise, render, shell_word
 from dlbs.errors import ConfigError
 from dlbs.plan.graph import matching
 
@@ -380,6 +380,7 @@ def check_value(definition: ParamDef, value: Any) -> Any:
             value = cast(value, definition.type)
         except ValueError as error:
             raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
+    value = normalise(definition.name, value)
     if definition.choices is not None and value is not None and not any(
             _same_value(value, choice) for choice in definition.choices):
         raise ConfigError(f"value {_short(value)} is not one of the choices "

@@ -144,9 +144,10 @@ def compare(base: Attempts | Sequence[Record], new: Attempts | Sequence[Record],
         raise ResultsError(f"threshold {threshold!r} must be a fraction >= 0 (3% is 0.03)")
     if not 0 < alpha < 1:
         raise ResultsError(f"alpha {alpha!r} must be between 0 and 1")
-    rules = key_rules()
-    sides = [_latest(side if isinstance(side, Attempts) else Attempts.of_records(side),
-                     filters, rules) for side in (base, new)]
+    given = [side if isinstance(side, Attempts) else Attempts.of_records(side)
+             for side in (base, new)]
+    rules = key_rules(Attempts.concat(given))
+    sides = [_latest(side, filters, rules) for side in given]
     for name, side in zip(("BASE", "NEW"), sides):
         if not side.size:
             raise ResultsError(f"{name} holds no experiments" + (" that match the filters"

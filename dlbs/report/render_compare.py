@@ -9,9 +9,10 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.report.compare import REGRESSIONS, VERDICTS, Comparison
 from dlbs.report.keys import NUMERIC, field_name, title
+from dlbs.report.numbers import significant_all
+from dlbs.report.ordering import ordered_by_codes
 from dlbs.report.render import Grid, aligned, key_text
 from dlbs.report.select import as_text
-from dlbs.report.tables import ordered_by_codes
 from dlbs.results.output import records_to_csv, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -182,4 +183,5 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
 
 
 def _ms(values: np.ndarray) -> list[str]:
-    return [MISSING if value != value else f"{value:.2f}" for value in values.tolist()]
+    """Times for people: significant digits, as reports write them (numbers.py)."""
+    return significant_all(values)

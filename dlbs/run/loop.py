@@ -28,12 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlbs.errors import ConfigError, ResultsError
+from dlbs.errors import ConfigError, LaunchError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
 from dlbs.recipes.host_access import HostAccessWatch
-from dlbs.recipes.tracing import trace_path, traces
+from dlbs.recipes.tracing import trace_path, traces, untraced_note
 from dlbs.run import policy
+from dlbs.run.host_check import HostCheck
 from dlbs.run.interrupts import StopRequest
 from dlbs.run.lock import RunLock
 from dlbs.run.logs import log_place_problem, trace_place_problem
@@ -60,7 +61,7 @@ class Preview:
     """What `dlbs run` would do with one experiment (`--dry-run`), and the exact request."""
 
     experiment: Experiment
-    action: str          # run, simulate, skip, or done/disabled (ignored)
+    action: str          # run, simulate, skip, fail, or done/disabled (ignored)
     reason: str
     request: dict[str, Any] | None
 
@@ -109,6 +110,8 @@ class Sweep:
         self.recorder = Recorder(reporter)
         self.targets = OpenTargets()
         self._reattached: set[str] = set()
+        #: The inputs and GPUs each experiment needs from this host (nvidia-smi asked once).
+        self._host = HostCheck()
         #: What `preview()` found worth a warning (containers that get the host).
         self.warnings: list[str] = []
         for experiment in self.experiments:
@@ -155,6 +158,11 @@ class Sweep:
             for experiment, decision in decisions:
                 if not self._settle_at_once(experiment, decision, jobs.get(id(experiment))):
                     pending.append((experiment, jobs.get(id(experiment)) or decision))
+            # "unchanged" alone would not say that a trace asked for was not taken.
+            untraced = untraced_note(e for e, d in decisions if d.action == policy.IGNORE
+                                     and "exp.status" not in d.reason)
+            if untraced:
+                self.reporter.note(f"warning: {untraced}")
             Driver(self.recorder, self.stop, self.settings.max_parallel,
                    self.settings.max_in_flight, self.settings.on_interrupt
                    ).drive(pending, reattached)
@@ -164,9 +172,19 @@ class Sweep:
                 ) -> policy.Decision:
         if experiment["exp.id"] in self._reattached:
             return policy.Decision(policy.IGNORE, "its job was re-attached")
-        return policy.decide(experiment,
-                             latest[store_path(experiment)].get(experiment["exp.id"]),
-                             self.recorder.oom_limit(experiment))
+        return self._host_checked(experiment, policy.decide(
+            experiment, latest[store_path(experiment)].get(experiment["exp.id"]),
+            self.recorder.oom_limit(experiment)))
+
+    def _host_checked(self, experiment: Experiment, decision: policy.Decision
+                      ) -> policy.Decision:
+        """A run becomes a failure when an input or a GPU it needs is not on this host."""
+        if decision.action != policy.RUN:
+            return decision
+        missing = self._host.missing(experiment)
+        if not missing:
+            return decision
+        return policy.Decision(policy.FAIL, "not started: " + "; ".join(map(str, missing)))
 
     def preview(self) -> list[Preview]:
         """What would happen to every experiment, and each request (`--dry-run`).
@@ -184,19 +202,26 @@ class Sweep:
                 path = store_path(experiment)
                 store = stores[path]
                 oom = store.oom_limit(*policy.oom_key(experiment)) if store else None
-                decision = policy.decide(experiment, latest[path].get(experiment["exp.id"]),
-                                         oom)
+                decision = self._host_checked(experiment, policy.decide(
+                    experiment, latest[path].get(experiment["exp.id"]), oom))
                 request = None
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
                     request = job.target.describe(job.invocation)
                     if decision.action == policy.RUN:
                         to_run.append(job)
+                elif decision.action == policy.FAIL:  # what it would ask for, where it can
+                    with contextlib.suppress(LaunchError):
+                        job = self._job(experiment)
+                        request = job.target.describe(job.invocation)
                 action = decision.action
                 if action == policy.IGNORE:
                     action = "disabled" if "exp.status" in decision.reason else "done"
                 previews.append(Preview(experiment, action, decision.reason, request))
             self.warnings = self._host_access_warnings(to_run)
+            untraced = untraced_note(p.experiment for p in previews if p.action == "done")
+            if untraced:
+                self.warnings.append(untraced)
         finally:
             for store in stores.values():
                 if store is not None:
@@ -206,7 +231,10 @@ class Sweep:
 
     def _settle_at_once(self, experiment: Experiment, decision: policy.Decision,
                         job: Job | None) -> bool:
-        """Handle what needs no run (ignored, simulated); False for what must be started."""
+        """Handle what needs no run (ignored, failed here, simulated); False to start it."""
+        if decision.action == policy.FAIL:
+            self.recorder.not_started(experiment, decision.reason)
+            return True
         if decision.action == policy.IGNORE:
             if experiment.get("exp.id") not in self._reattached:
                 self.summary.add("unchanged")

@@ -12,6 +12,8 @@ RUN = "run"
 SKIP = "skip"          # recorded as skipped, with the reason
 IGNORE = "ignore"      # not run and not recorded (disabled, already done)
 SIMULATE = "simulate"  # print the request, run nothing
+FAIL = "fail"          # recorded as a failure, with the reason, without running (an input
+                       # or a GPU it needs is not on this host: dlbs/run/host_check.py)
 
 
 @dataclass(frozen=True)

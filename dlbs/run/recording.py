@@ -194,12 +194,21 @@ class Recorder:
 
     def skipped(self, experiment: Experiment, reason: str) -> None:
         """An experiment the policy skips when its turn comes: one attempt, skipped."""
+        self._not_run(experiment, "skipped", reason)
+
+    def not_started(self, experiment: Experiment, reason: str) -> None:
+        """An experiment that cannot start here (policy.FAIL): one attempt, a failure."""
+        self._not_run(experiment, "failure", reason)
+
+    def _not_run(self, experiment: Experiment, status: str, reason: str) -> None:
         store = self.store(experiment)
         exp_id = experiment["exp.id"]
-        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, "skipped",
+        store.record_attempt(exp_id, store.next_attempt(exp_id), experiment, status,
                              status_msg=reason, environment=self.environment())
-        self.summary.add("skipped")
-        self.reporter.finished(experiment, "skipped", reason, None, 0.0)
+        self.summary.add(status)
+        if status in FAILED:
+            self.summary.failures.append((experiment, status, reason, None))
+        self.reporter.finished(experiment, status, reason, None, 0.0)
 
     def mark(self, attempt: Attempt, mark: dict[str, Any]) -> None:
         """A started benchmark's process tree root joins its attempt's mark."""

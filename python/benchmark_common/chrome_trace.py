@@ -60,6 +60,7 @@ def write_trace(path: str, meta: Event, events: Iterable[Event]) -> None:
                 packed.write(b"\n]}\n")
             raw.flush()
             os.fsync(raw.fileno())
+        os.chmod(temporary, 0o644)  # as the experiment's log (mkstemp makes 0600)
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds one batch takes")
     p.add_argument("--device", type=_choice(DEVICES), default="cpu", help="cpu or gpu")
     p.add_argument("--dtype", type=_choice(DTYPES), default="float32", help="; ".join(DTYPES))
-    p.add_argument("--num_gpus", type=int, default=0, help="GPUs on this node (recorded only)")
+    p.add_argument("--num_gpus", type=int, default=0,
+                   help="GPUs on this node (recorded; a scenario's devices with --device gpu)")
     p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
     for name, help_text in (
@@ -567,11 +568,16 @@ DUMMY_SAMPLES = 1024
 def dummy_system(opts):
     """The dummy as LoadGen's system under test: each batch takes --sleep seconds.
 
+    Its lanes are --inference_streams per device (--num_gpus devices with --device gpu, one
+    on the CPU), each a thread of the harness that sleeps its batch's time: the stand-in for
+    the GPUs of one system under test, with which the harness's dispatch is tested.
     Sample i's class is i % DUMMY_CLASSES; the dummy answers it first, except for every fourth
     sample (i % 4 == 3), where it ranks it second: top-1 is 0.75 and top-5 1.0 over a
     multiple of four samples.
     """
     from benchmark_common.system import InferenceSystem
+
+    devices = max(1, opts.num_gpus) if opts.device == "gpu" else 1
 
     class DummySystem(InferenceSystem):
         title = MODEL_TITLES.get(opts.model, opts.model)
@@ -579,14 +585,15 @@ def dummy_system(opts):
             else DUMMY_SAMPLES
         performance_samples = min(total_samples, DUMMY_SAMPLES)
         num_classes = DUMMY_CLASSES
+        lanes = devices * opts.evaluation.inference_streams
 
         def load(self, indices):
             pass
 
-        def infer(self, indices, top=0):
+        def submit(self, indices, top=0, lane=0):
             one_batch(opts.sleep, opts.busy)
             if not top:
-                return None
+                return lambda: None
             classes, chances = [], []
             for index in indices:
                 label = self.label(index)
@@ -595,7 +602,7 @@ def dummy_system(opts):
                     best[0], best[1] = best[1], best[0]
                 classes.append(best)
                 chances.append([0.5 / (k + 1) for k in range(top)])
-            return classes, chances
+            return lambda: (classes, chances)
 
         def label(self, index):
             return index % DUMMY_CLASSES
@@ -708,7 +715,7 @@ def evaluate(opts, world_size: int) -> int:
         os._exit(1)
 
     say(f"dummy backend {__version__}: scenario {evaluation.scenario}, batch {opts.batch_size}, "
-        f"{opts.sleep * 1000:g} ms per batch")
+        f"{opts.sleep * 1000:g} ms per batch, {dummy_system(opts).lanes} lane(s)")
     try:
         results = run_evaluation(dummy_system(opts), evaluation, batch_size=opts.batch_size,
                                  warmup=opts.num_warmup_batches, say=say, abort=abort)

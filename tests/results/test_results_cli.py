@@ -162,9 +162,10 @@ def test_report_weak_markdown_from_log_folder(tmp_path: Path) -> None:
     folder = _weak_logs(tmp_path)
     result = dlbs_cli("report", str(folder), "--type", "weak", "--format", "markdown")
     assert result.returncode == 0, result.stderr
-    # The failed 16-GPU run makes no column: only ok experiments count.
-    assert "| resnet50 | 32 | 100.00 | 95.24 | 90.91 | 125.00 |\n" in result.stdout
-    assert "| resnet50 | 32 | 320.00 | 609.52 | 1163.64 | 3200.00 |\n" in result.stdout
+    # The failed 16-GPU run makes no column: only ok experiments count. (Issue 23: numbers
+    # to significant digits; they had 2 decimals.)
+    assert "| resnet50 | 32 | 100 | 95.24 | 90.91 | 125 |\n" in result.stdout
+    assert "| resnet50 | 32 | 320 | 609.5 | 1164 | 3200 |\n" in result.stdout
     assert "_Not counted (status not ok): 1 failure._" in result.stdout
 
 
@@ -173,7 +174,7 @@ def test_report_default_text_in_current_folder(tmp_path: Path) -> None:
     result = dlbs_cli("report", cwd=folder)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Regular report\n")
-    assert "resnet50" in result.stdout and "3200.00" in result.stdout
+    assert "resnet50" in result.stdout and " 3200\n" in result.stdout   # issue 23: 3200.00
 
 
 def test_report_from_database_and_logs_together(tmp_path: Path) -> None:
@@ -196,8 +197,9 @@ def test_report_from_database_and_logs_together(tmp_path: Path) -> None:
     assert result.stdout == ""
     document = json.loads(out.read_text())
     rows = {row["gpus"]: row for row in document["rows"]}
-    assert (rows[2]["speedup"], rows[2]["efficiency"]) == (1.82, 90.91)
-    assert (rows[8]["speedup"], rows[8]["efficiency"]) == (6.67, 83.33)
+    # Issue 23: exact (they were rounded: 1.82, 90.91, 6.67, 83.33).
+    assert (rows[2]["speedup"], rows[2]["efficiency"]) == (200 / 110, 100 * 200 / 220)
+    assert (rows[8]["speedup"], rows[8]["efficiency"]) == (200 / 30, 100 * 200 / 240)
     assert document["not_counted"] == {"timeout": 1}
 
 
@@ -207,8 +209,10 @@ def test_parse_output_feeds_report(tmp_path: Path) -> None:
     result = dlbs_cli("report", str(parsed), "--type", "weak", "--format", "csv")
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    # Issue 23: exact values (they were rounded to 2 decimals).
     assert [(row["gpus"], row["efficiency"]) for row in rows] == [
-        ("1", "100.0"), ("2", "95.24"), ("4", "90.91"), ("8", "125.0")]
+        ("1", "100.0"), ("2", repr(100 * 100 / 105)), ("4", repr(100 * 100 / 110)),
+        ("8", "125.0")]
     # CSV carries data only; what was left out is said on stderr.
     assert result.stderr == "dlbs report: Not counted (status not ok): 1 failure.\n"
 
