@@ -251,6 +251,9 @@ def test_6_a_folder_passes_over_files_that_are_no_logs(dlbs_cli, tmp_path):
 
 
 def test_6_a_report_over_a_folder_counts_what_the_database_recorded(dlbs_cli, tmp_path):
+    import csv
+    import io
+
     from dlbs.results.store import ResultsStore
 
     logs = tmp_path / "logs"
@@ -259,14 +262,21 @@ def test_6_a_report_over_a_folder_counts_what_the_database_recorded(dlbs_cli, tm
                                 "__results.time_data__=[1.0]\n")
     (logs / "a.attempt2.log").write_text(LOG.replace("1.0", "3.0") +
                                          "__results.time_data__=[3.0]\n")
+    params = {"exp.id": "a", "exp.framework": "dummy", "exp.model": "m",
+              "exp.replica_batch": 1, "exp.effective_batch": 1}
     with ResultsStore(logs / "results.db") as store:
-        store.record_start("a", 1, {"exp.id": "a"}, log_path="logs/a.log")
-        store.record_end("a", 1, "interrupted", status_msg="stopped by SIGINT")
-        store.record_start("a", 2, {"exp.id": "a"}, log_path="logs/a.attempt2.log")
-        store.record_end("a", 2, "ok")
-    result = dlbs_cli("report", "logs", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert "(n=2)" not in result.stdout and " 3.00 " in result.stdout, result.stdout
+        store.record_start("a", 1, params, log_path="logs/a.log")
+        store.record_end("a", 1, "interrupted", status_msg="stopped by SIGINT",
+                         results={"results.time": 1.0, "results.time_data": [1.0]})
+        store.record_start("a", 2, params, log_path="logs/a.attempt2.log")
+        store.record_end("a", 2, "ok", results={"results.time": 3.0,
+                                                "results.time_data": [3.0]})
+    for inputs in (["logs"], ["logs/a.log", "logs/a.attempt2.log"]):
+        result = dlbs_cli("report", *inputs, "--runs", "each", "--format", "csv",
+                          cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        rows = list(csv.DictReader(io.StringIO(result.stdout)))
+        assert [row["time_ms"] for row in rows] == ["3.0"], result.stdout  # not the 1.0
     parsed = json.loads(dlbs_cli("parse", "logs/a.log", cwd=tmp_path).stdout)
     assert parsed["experiments"][0]["results.status"] == "interrupted"
 

@@ -345,7 +345,7 @@ def test_6_times_near_the_largest_float_have_a_mean_and_no_warning(samples, mean
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         statistics = sample_statistics(samples)
-        summary = summarize({"exp.replica_batch": 1},
+        summary = summarize({"exp.effective_batch": 1},
                             {"results.time_data": samples, "results.warmup_time_data": samples})
     assert statistics["results.time"] == pytest.approx(mean, rel=1e-12)
     assert summary["results.warmup_time"] == pytest.approx(mean, rel=1e-12)
