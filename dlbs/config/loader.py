@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.config.documents import (
+    DUPLICATE_KEY,
     check_document,
     check_suffix,
     parse_document,
     parse_json,
     read_spec_bytes,
+    unique_keys,
 )
 from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
@@ -221,7 +223,8 @@ class SpecBuilder:
         for index, text in enumerate(extensions):
             where = f"{CLI_SOURCE}: -E #{index + 1}"
             try:
-                extension = json.loads(text, parse_constant=_no_constant)
+                extension = json.loads(text, parse_constant=_no_constant,
+                                       object_pairs_hook=unique_keys)
             except json.JSONDecodeError as error:
                 raise ConfigError(f"{where} is not JSON: {error.msg} (column {error.colno})") \
                     from None
@@ -276,7 +279,7 @@ def _json_or_raw(text: str) -> Any:
     try:
         value = parse_json(text, CLI_SOURCE)
     except ConfigError as error:
-        if "nested more than" in error.message:
+        if "nested more than" in error.message or DUPLICATE_KEY in error.message:
             raise
         return text
     check_document(value, CLI_SOURCE)

@@ -58,6 +58,15 @@ class DatabaseLock(FileLock):
 
     def __init__(self, database: str | os.PathLike[str]) -> None:
         path = os.fspath(database)
+        try:
+            found = os.stat(path)
+        except OSError:
+            found = None
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            # Refused before any lock file is made beside it (in /dev, say).
+            raise ResultsError(f"results database {path} is not a regular file",
+                               hint="point runtime.results_db at a file (default: results.db "
+                                    "in exp.log_dir)")
         #: The real path of the database this lock protects.
         self.database = os.path.realpath(path)
         what = f"results database {path}"
