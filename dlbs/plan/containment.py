@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import Any
 
 from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
@@ -27,6 +28,8 @@ LOG_DIR = "exp.log_dir"
 LOG_FILE = "exp.log_file"
 TRACE_FILE = "exp.trace_file"
 RESULTS_DB = "runtime.results_db"
+#: A URL's scheme: a results database on a server, not a file to contain.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: The files a run writes, by parameter, and what each is called in messages; an empty
 #: value means none (an experiment that is not traced has no trace file), except the log.
 WRITTEN = {LOG_FILE: "log file", TRACE_FILE: "trace file", RESULTS_DB: "results database"}
@@ -60,6 +63,8 @@ def _contain_file(experiment: dict[str, Any], name: str, folder: Any, where: str
     path = experiment.get(name)
     if path is None or (path == "" and name != LOG_FILE):
         return
+    if name == RESULTS_DB and isinstance(path, str) and _URL.match(path):
+        return  # a database server's URL (postgresql://...), no file: the store checks it
     if not isinstance(path, str) or not path.strip():
         raise PlanError(f"{name} is empty{where}")
     if path.endswith("/"):

@@ -432,3 +432,12 @@ def test_5_events_within_the_bound_are_read(tmp_path):
     assert trace.metadata() == {"model": "m"}
     spans = list(trace.spans())
     assert len(spans) == 10_000 and spans[3].name == name
+
+
+def test_a_results_database_url_is_not_normalised_as_a_path():
+    from dlbs.plan.containment import contain
+
+    experiment = {"exp.log_dir": "logs", "exp.log_file": "logs/a.log",
+                  "runtime.results_db": "postgresql://dlbs@127.0.0.1:5432/dlbs"}
+    contain(experiment, "")
+    assert experiment["runtime.results_db"] == "postgresql://dlbs@127.0.0.1:5432/dlbs"
