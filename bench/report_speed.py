@@ -40,8 +40,9 @@ sys.path.insert(0, str(REPO))
 
 from dlbs.config.loader import load_spec  # noqa: E402
 from dlbs.plan.builder import plan  # noqa: E402
+from dlbs.plan.identity import ID_PARAMS, SET  # noqa: E402
 from dlbs.report.identity import is_identity_key, key_rules  # noqa: E402
-from dlbs.results.store import Attempt, ResultsStore  # noqa: E402
+from dlbs.results.store import Attempt, open_store  # noqa: E402
 
 MODELS = [f"model{index:02d}" for index in range(25)]
 BATCHES = [32, 64, 128, 256]
@@ -51,9 +52,16 @@ SLOW_FRACTION = 0.01
 
 
 def template() -> dict:
-    """One resolved experiment of a real plan: the parameters every experiment starts from."""
-    experiments = plan(load_spec(REPO / "examples" / "gpu_scaling.yaml"))
-    return dict(experiments[0])
+    """One resolved experiment of a real plan: the parameters every experiment starts from.
+
+    Its stored identity set (exp.id_params) gains the user axis `trial` that experiments()
+    adds, as the planner would have set it.
+    """
+    experiment = dict(plan(load_spec(REPO / "examples" / "gpu_scaling.yaml"))[0])
+    stored = experiment.get(ID_PARAMS)
+    if isinstance(stored, dict):
+        experiment[ID_PARAMS] = {**stored, SET: [*stored[SET], "trial"]}
+    return experiment
 
 
 def experiments(count: int) -> list[dict]:
@@ -111,7 +119,7 @@ def results(rng: np.random.Generator, experiment: dict, batches: int, factor: fl
 def build(path: Path, items: list[dict], batches: int, seed: int, slow: set[int]) -> None:
     """A database of one ok attempt per experiment (rebuilt unless it has them all)."""
     if path.exists():
-        with ResultsStore(path) as store:
+        with open_store(path) as store:
             if len(store.latest_statuses()) == len(items):
                 return
         path.unlink()
@@ -130,7 +138,7 @@ def build(path: Path, items: list[dict], batches: int, seed: int, slow: set[int]
                           ended.isoformat())
 
     began = time.perf_counter()
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         store.record_attempts(attempts())
     print(f"built {path} ({len(items)} experiments) in {time.perf_counter() - began:.0f} s; "
           f"{path.stat().st_size / 2**20:.0f} MiB", flush=True)

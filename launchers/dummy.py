@@ -8,3 +8,4 @@ from dlbs.recipes.recipe import Recipe, register_recipe
 @register_recipe("dummy")
 class DummyRecipe(Recipe):
     container_folder = "dummy_benchmarks"
+    simulates_devices = True  # it records the devices it is given and touches none

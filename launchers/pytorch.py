@@ -1,4 +1,8 @@
-"""PyTorch: one process per replica, under torchrun when a node needs more than one."""
+"""PyTorch: one process per replica, under torchrun when a node needs more than one.
+
+An evaluation scenario is one process whatever its GPUs: LoadGen's system under test serves
+them all (docs/evaluation.md, "Several GPUs").
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ class PyTorchRecipe(Recipe):
 
     def command(self, experiment: Experiment) -> list[str]:
         backend = super().command(experiment)
+        if str(experiment.get("exp.scenario") or "benchmark") != "benchmark":
+            return backend
         processes = int(experiment.get("exp.num_local_replicas") or 1)
         nodes = int(experiment.get("exp.num_nodes") or 1)
         if processes == 1 and nodes == 1:

@@ -8,6 +8,12 @@ Runs, in order of importance and until ``--deadline_s``: 1-GPU and N-GPU eager r
 backend and of the references (``reference_loop.py`` for one GPU, ``ddp_reference.py`` under
 torchrun for N), then backend DDP variants, then compiled runs. Output goes to
 ``<out>/ddp.log`` and ``<out>/ddp.json``; a table is printed at the end.
+
+``--best_compiled`` runs the fastest one-GPU training configuration instead (compiled, the
+whole step in one CUDA graph, fused SGD, channels-last, AMP float16), on 1 and N GPUs, beside
+the same without the CUDA graph, plain compiled DDP, and the eager defaults::
+
+    python run_ddp.py --gpus 4 --best_compiled --out OUT
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ def main() -> None:
     p.add_argument("--deadline_s", type=float, default=560.0)
     p.add_argument("--skip_compiled", action="store_true")
     p.add_argument("--compiled_ddp_only", action="store_true", help="the compiled DDP variants")
+    p.add_argument("--best_compiled", action="store_true",
+                   help="compiled + CUDA graph of the step, beside plain compiled DDP")
     a = p.parse_args()
     n = a.gpus
     plan = [
@@ -119,6 +127,18 @@ def main() -> None:
             ("eager backend 1 GPU", backend(1)),
             (f"eager backend {n} GPUs", backend(n)),
         ]
+    if a.best_compiled:
+        graphs = ("--compile", "true", "--cuda_graphs", "true")
+        plan = [
+            ("compiled backend 1 GPU", backend(1, *graphs)),
+            (f"compiled backend {n} GPUs", backend(n, *graphs)),
+            ("compiled reference 1 GPU", reference(1, True)),
+            (f"compiled reference DDP {n} GPUs", reference(n, True)),
+            ("compiled-without-graph backend 1 GPU", backend(1, "--compile", "true")),
+            (f"compiled-without-graph backend {n} GPUs", backend(n, "--compile", "true")),
+            ("eager backend 1 GPU", backend(1)),
+            (f"eager backend {n} GPUs", backend(n)),
+        ]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -147,10 +167,10 @@ def main() -> None:
     for r in rows:
         thr = r.get("img_s")
         eff = ""
-        for mode in ("eager", "compiled"):
+        for mode in ("eager", "compiled-without-graph", "compiled"):
             kind = "reference" if "reference" in r["run"] else "backend"
             one = by_name.get(f"{mode} {kind} 1 GPU")
-            if r["run"].startswith(mode) and "1 GPU" not in r["run"] and thr and one:
+            if r["run"].startswith(f"{mode} ") and "1 GPU" not in r["run"] and thr and one:
                 eff = f"{thr / (n * one):.3f}"
         shown = f"{thr:,.0f}" if isinstance(thr, float) else r.get("skipped", r.get("msg"))
         print(f"| {r['run']} | {shown} | {eff} |")

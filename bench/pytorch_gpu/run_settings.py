@@ -133,7 +133,11 @@ def run(argv: list[str], log, timeout: float) -> dict[str, object]:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         output = proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:
-        output = f"{exc.stdout or ''}{exc.stderr or ''}\nTIMEOUT after {timeout:.0f}s"
+        # What the process printed before it was stopped still counts (the exception holds
+        # bytes even in text mode).
+        output = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+                         for part in (exc.stdout, exc.stderr))
+        output += f"\nTIMEOUT after {timeout:.0f}s"
     log.write(output)
     log.write(f"\n===== wall {time.time() - started:.1f}s\n")
     log.flush()
@@ -146,6 +150,13 @@ def run(argv: list[str], log, timeout: float) -> dict[str, object]:
             except json.JSONDecodeError:
                 pass
     return values
+
+
+def keep(rows: list[dict], row: dict, path: Path) -> None:
+    """Add a row: print it as a JSON line and rewrite the JSON file with every row so far."""
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+    path.write_text(json.dumps(rows, indent=1))
 
 
 def main() -> None:
@@ -186,9 +197,7 @@ def main() -> None:
             }
             b, r = row["backend_img_s"], row["reference_img_s"]
             row["ratio"] = (b / r) if isinstance(b, float) and isinstance(r, float) else None
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            (out / f"{tag}.json").write_text(json.dumps(rows, indent=1))
+            keep(rows, row, out / f"{tag}.json")
     print("\n| setting | backend img/s | reference img/s | backend/reference | backend ms |")
     print("|---|---|---|---|---|")
     for row in rows:

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from dlbs.results.store import ResultsStore  # noqa: E402
+from dlbs.results.store import open_store  # noqa: E402
 from dlbs.traces.reader import TraceFile  # noqa: E402
 from dlbs.traces.views import view  # noqa: E402
 
@@ -58,7 +58,7 @@ def dlbs_run(out: Path, framework: str, level: str, args: argparse.Namespace) ->
     print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "", flush=True)
     if done.returncode != 0:
         raise SystemExit(f"dlbs run failed ({framework}, {level}):\n{done.stderr[-3000:]}")
-    with ResultsStore(folder / "results.db", create=False) as store:
+    with open_store(folder / "results.db", create=False) as store:
         attempt = store.attempts()[-1]
     return attempt.results
 

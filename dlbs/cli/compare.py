@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filter", dest="filters", action="append", default=[],
                         metavar="KEY=GLOB", help="compare only matching experiments "
                                                  "(repeatable)")
+    parser.add_argument("--columns", metavar="C1,C2",
+                        help="other values shown beside the batch time, both sides and their "
+                             "change (report columns: energy_per_sample_j,mfu,...); the "
+                             "verdict stays the batch time's")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="text",
                         help="output format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE",
@@ -37,28 +41,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare and print; the exit status says whether anything regressed."""
+    from dlbs.cli.output import emit
     from dlbs.cli.report import split_list
     from dlbs.report.compare import compare, parse_threshold
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.render_compare import render_comparison, summary_line
     from dlbs.report.select import Filter
-    from dlbs.results.sources import load_attempts
-    from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
+    from dlbs.util.terminal import one_line
 
     threshold = parse_threshold(args.threshold)
     filters = [Filter.parse(text) for text in args.filters]
     # Millions of parsed values and no reference cycles: see dlbs/util/gc.py.
     with no_cyclic_gc():
-        base = load_attempts([args.base], latest_only=True)
-        new = load_attempts([args.new], latest_only=True)
+        base = load_inputs([args.base], latest_only=True)
+        new = load_inputs([args.new], latest_only=True)
         comparison = compare(base, new, by=split_list(args.by), filters=filters,
-                             threshold=threshold, alpha=args.alpha)
+                             threshold=threshold, alpha=args.alpha,
+                             columns=split_list(args.columns) or ())
         text = render_comparison(comparison, args.fmt)
-        if args.output:
-            atomic_write(args.output, text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        emit(text, args.fmt, args.output)
         if args.output or args.fmt != "text":
-            print(f"dlbs compare: {summary_line(comparison)}", file=sys.stderr)
+            print(f"dlbs compare: {one_line(summary_line(comparison))}", file=sys.stderr)
     return 1 if comparison.regression_count else 0

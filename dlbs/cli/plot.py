@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-PRESETS = ("weak", "strong", "latency", "monitor")
+PRESETS = ("weak", "strong", "latency", "monitor", "efficiency")
 KINDS = ("line", "bar")
 
 
@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=PRESETS,
                         help="weak/strong: throughput and efficiency against GPUs; latency: "
                              "latency percentiles against QPS; monitor: one experiment's "
-                             "resource use over time (with --exp)")
+                             "resource use over time (with --exp); efficiency: throughput "
+                             "against power, one point per experiment")
     parser.add_argument("--x", metavar="KEY", help="the parameter along the x axis")
     parser.add_argument("--y", metavar="results.X", help="the value along the y axis")
     parser.add_argument("--series", metavar="KEY", help="one line (or bar group) per value")
@@ -35,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Draw and write the chart."""
     from dlbs.errors import ResultsError
+    from dlbs.report.inputs import load_inputs
     from dlbs.report.plot import Chart, chart, save
     from dlbs.report.select import Filter
-    from dlbs.results.sources import Detail, load_attempts, load_experiments
+    from dlbs.results.sources import Detail, load_experiments
     from dlbs.util.atomic import atomic_write
 
     fmt = os.path.splitext(args.output)[1].lower().lstrip(".")
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     # The monitor's series are number lists, which only whole records hold; the other
     # charts are reports drawn, read as columns.
     source = load_experiments(args.inputs, Detail()).records if args.preset == "monitor" \
-        else load_attempts(args.inputs)
+        else load_inputs(args.inputs)
     atomic_write(args.output, save(chart(source, request), fmt))
     print(f"dlbs plot: wrote {args.output}", file=sys.stderr)
     return 0

@@ -1,20 +1,22 @@
 """`dlbs trace`: where a traced experiment's time went (docs/tracing.md).
 
-`dlbs trace LOG_OR_TRACE_OR_DB [--id EXP_ID] [--view VIEW] [--top N] [--sort KEY]
-[--format table|json|csv] [-o FILE]`; with two traces (two sources, or one database and two
-`--id`), their tables side by side with the ratio.
+`dlbs trace SOURCE [--id EXP_ID] [--view VIEW] [--top N] [--sort KEY]
+[--format table|json|csv] [-o FILE]`, SOURCE a trace, a log, a results database or a folder;
+with two traces (two sources, or one database and two `--id`), their tables side by side
+with the ratio. A folder of several traces is listed, one row each, for the user to choose.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from dlbs.errors import DlbsError
 
-VIEWS = ("summary", "layers", "layer_tree", "kernels", "eventflow", "duration")
-SORTS = ("total", "mean", "count")
+VIEWS = ("summary", "layers", "layer_tree", "operators", "kernels", "eventflow", "duration")
+SORTS = ("total", "self", "mean", "count")
 FORMATS = ("table", "json", "csv")
 #: The widest text cell of a table.
 NAME_WIDTH = 100
@@ -23,24 +25,28 @@ NAME_WIDTH = 100
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `dlbs trace` (choices spelled here to keep imports light)."""
     parser.add_argument(
-        "sources", nargs="+", metavar="LOG_OR_TRACE_OR_DB",
-        help="a trace (.json.gz or .json), an experiment's log, or a results database "
-             "(with --id); two of them compare their traces")
+        "sources", nargs="+", metavar="SOURCE",
+        help="a trace (.json.gz or .json), an experiment's log, a results database (with "
+             "--id), or a folder (its one trace; several are listed); two of them compare "
+             "their traces")
     parser.add_argument(
         "--id", dest="ids", action="append", default=[], metavar="EXP_ID",
         help="the experiment of a results database (once per database; twice with one "
              "database compares two of its experiments)")
     parser.add_argument("--view", choices=VIEWS, default="summary",
                         help="summary (default): a step's time by category; layers: per "
-                             "layer; layer_tree: the module hierarchy, inclusive and "
-                             "exclusive; kernels: GPU kernels per layer; eventflow: events "
-                             "in time order; duration: per traced batch")
+                             "layer, inclusive and self; layer_tree: the module hierarchy, "
+                             "inclusive and exclusive; operators: per framework operator, "
+                             "self time, calls, input shapes; kernels: GPU kernels per "
+                             "layer; eventflow: events in time order; duration: per traced "
+                             "batch")
     parser.add_argument("--top", type=int, default=None, metavar="N",
                         help="only the first N rows (eventflow: the first 1000 events by "
                              "default, 0 = all)")
     parser.add_argument("--sort", choices=SORTS, default=None,
-                        help="layers, layer_tree, kernels: by total time (default; "
-                             "layer_tree: the model's order), mean time or count")
+                        help="layers, layer_tree, operators, kernels: by total (inclusive) "
+                             "time (the default; operators: self; layer_tree: the model's "
+                             "order), self time (not kernels), mean time or count")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="table",
                         help="table (default), json or csv")
     parser.add_argument("-o", "--output", metavar="FILE",
@@ -49,12 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pairs(sources: list[str], ids: list[str]) -> list[tuple[str, str | None]]:
     """(source, experiment id) of each trace to read."""
-    from dlbs.results.store import is_sqlite_file
+    from dlbs.results.store import is_store
+    from dlbs.traces.locate import database_in
 
     if len(sources) > 2:
         raise DlbsError("dlbs trace reads one trace, or two to compare",
                         hint="give one or two sources")
-    databases = [source for source in sources if is_sqlite_file(source)]
+    databases = [source for source in sources if is_store(source) or
+                 (os.path.isdir(source) and database_in(source) is not None)]
     if len(sources) == 1 and databases and len(ids) == 2:
         return [(sources[0], ids[0]), (sources[0], ids[1])]
     if ids and not databases:
@@ -71,29 +79,32 @@ def _pairs(sources: list[str], ids: list[str]) -> list[tuple[str, str | None]]:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), compute the view, print or write it."""
+    from dlbs.cli.output import emit
     from dlbs.traces.compare import compare
-    from dlbs.traces.locate import locate
+    from dlbs.traces.locate import locate, traces_in
     from dlbs.traces.reader import TraceFile
-    from dlbs.traces.views import view
-    from dlbs.util.atomic import atomic_write
+    from dlbs.traces.views import listing, view
+    from dlbs.util.terminal import one_line
 
     if args.top is not None and args.top < 0:
         raise DlbsError(f"--top {args.top}: expected a count (0 = all)")
-    located = [locate(source, exp_id) for source, exp_id in _pairs(args.sources, args.ids)]
-    tables = [view(args.view, TraceFile(item.path), sort=args.sort,
-                   top=None if len(located) > 1 else args.top) for item in located]
-    table = tables[0] if len(tables) == 1 else compare(tables[0], tables[1], top=args.top)
-    titles = [item.label if item.path == item.source else f"{item.label}: {item.path}"
-              for item in located]
-    text = render(table, args.fmt, titles)
-    if args.output:
-        atomic_write(args.output, text)
+    folder = args.sources[0] if len(args.sources) == 1 and not args.ids and \
+        os.path.isdir(args.sources[0]) else None
+    found = traces_in(folder) if folder is not None else []
+    if len(found) > 1:
+        table, titles = listing([TraceFile(path) for path in found]), [folder]
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        located = [locate(source, exp_id) for source, exp_id in _pairs(args.sources, args.ids)]
+        tables = [view(args.view, TraceFile(item.path), sort=args.sort,
+                       top=None if len(located) > 1 else args.top) for item in located]
+        table = tables[0] if len(tables) == 1 else compare(tables[0], tables[1], top=args.top)
+        titles = [item.label if item.path == item.source else f"{item.label}: {item.path}"
+                  for item in located]
+    text = render(table, args.fmt, titles)
+    emit(text, args.fmt, args.output)
     if args.fmt != "table":
         for note in table.notes:
-            print(f"dlbs trace: {note}", file=sys.stderr)
+            print(f"dlbs trace: {one_line(note)}", file=sys.stderr)
     return 0
 
 
@@ -142,7 +153,7 @@ def _cell(column: str, value: Any, row: dict[str, Any]) -> str:
         return ""
     if column == "layer" and "depth" in row and "inclusive_ms" in row:
         return "  " * int(row["depth"]) + str(value)
-    if column in ("share",):
+    if column.endswith("share"):
         return f"{value * 100:.1f}%"
     if column == "ratio":
         return f"{value:.3f}"

@@ -88,9 +88,9 @@ def parse_document(path: Path, data: bytes, default_config: bool = False) -> Any
 
 
 def parse_json(text: str, where: str) -> Any:
-    """Strict JSON (no NaN or Infinity), with one-line errors that name `where`."""
+    """Strict JSON (no NaN or Infinity, no key twice in an object); errors name `where`."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{where}:{error.lineno}:{error.colno}: malformed JSON: "
                           f"{error.msg}") from None
@@ -102,6 +102,24 @@ def parse_json(text: str, where: str) -> Any:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+#: What a JSON object with a key twice says, as YAML says it (the JSON standard leaves it
+#: open; Python's json would keep the last value without a word).
+DUPLICATE_KEY = "found duplicate key"
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of JSON text (`object_pairs_hook`); ValueError when a key comes twice."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"{DUPLICATE_KEY} {json.dumps(key)[:80]} (an object names "
+                                 f"each key once)")
+            seen.add(key)
+    return made
 
 
 def _too_deep(where: str) -> ConfigError:

@@ -26,6 +26,7 @@ from dlbs.config.limits import (
     EXPRESSION_SECONDS,
     MAX_INT_BITS,
     MAX_ITEMS,
+    MAX_SHARED_TEXT,
     MAX_STRING,
     MAX_VALUE_CHARS,
 )
@@ -54,6 +55,10 @@ _OBJECT_BYTES = 64  # what one value costs at the least (sys.getsizeof of a smal
 _RESULTS_KEPT = 65_536  # results remembered: a sweep repeats few texts, or each just once
 
 
+#: How an expression that is no Python expression is refused (the start of the message).
+SYNTAX_ERROR = "invalid expression syntax"
+
+
 class _BudgetExceeded(Exception):
     """The clock or the byte count of one evaluation ran out."""
 
@@ -71,6 +76,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=names)
         self.deadline = 0.0
         self.spent = 0
+        self.sizes = guarded.SharedSizes(MAX_SHARED_TEXT)
         # Of a compiled tree: its string constants that take hole values, the values, and
         # the filled constants read, in order, with their text.
         self.fills: dict[ast.Constant, tuple[str | int, ...]] = {}
@@ -80,6 +86,7 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
     def start(self) -> None:
         self.deadline = time.perf_counter() + EXPRESSION_SECONDS
         self.spent = 0
+        self.sizes = guarded.SharedSizes(MAX_SHARED_TEXT)
         self._max_count = 0
 
     # -- budgets -----------------------------------------------------------------------------
@@ -90,6 +97,22 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         if isinstance(node, _MAKES_VALUES):
             self._count(result)
         return result
+
+    def _check_disallowed_items(self, item: Any) -> None:
+        """The check simpleeval makes of every value, each container walked once.
+
+        simpleeval walks every item of every result, a list held at several places at each
+        time: `[[0] * 99999] * 99999` took minutes. Here that walk also sizes the value
+        (`SharedSizes`), and a value too large to walk in C is refused as soon as it is made.
+        """
+        if type(item) not in guarded.CONTAINERS:
+            super()._check_disallowed_items(item)
+            return
+        size = self.sizes.size(item, super()._check_disallowed_items)
+        if size > MAX_SHARED_TEXT:
+            raise OverBudget(f"a {type(item).__name__} of more than {MAX_SHARED_TEXT:,} "
+                             f"characters as text, a value it holds several times counted "
+                             f"each time")
 
     def _count(self, value: Any) -> None:
         kind = type(value)
@@ -151,13 +174,15 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         return "".join(pieces)
 
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> Any:
+        value = self._eval(node.value)
+        if node.conversion != -1:  # !s, !r, !a
+            value = guarded.converted(value, chr(node.conversion))
         if node.format_spec:
             spec = self._eval(node.format_spec)
             guarded.check_format_spec(spec)
-            value = self._eval(node.value)
             guarded.check_text(value, "the f-string")
             return ("{:" + spec + "}").format(value)
-        return self._eval(node.value)
+        return value
 
     def _eval_attribute(self, node: ast.Attribute) -> Any:
         name = node.attr
@@ -298,12 +323,22 @@ class SafeEvaluator:
             return self.evaluate(compiled.text_of(literals, holes))
         finally:
             evaluator.fills, evaluator.holes, evaluator.reads = {}, [], {}
-        result = _checked(result)
+        result = self._checked(result)
         tree.remember(reads, result)
         return result
 
+    def _checked(self, result: Any) -> Any:
+        """An expression's result as plain data, or ConfigError; as every evaluation's is."""
+        if callable(result) or isinstance(result, SimpleNamespace):
+            raise ConfigError("expression does not compute a value (a function or module)")
+        # A list may hold one long string many times at little cost; its text may not.
+        if self._evaluator.sizes.size(result) > MAX_VALUE_CHARS:
+            raise ConfigError(f"expression exceeds a size limit: its value would be more than "
+                              f"{MAX_VALUE_CHARS:,} characters as text")
+        return _plain(result)
+
     def _keep(self, text: str, result: Any) -> Any:
-        result = _checked(result)
+        result = self._checked(result)
         if len(self._results) >= _RESULTS_KEPT:  # texts unique to each experiment (exp.id)
             self._results.clear()
         self._results[text] = result
@@ -335,7 +370,7 @@ class SafeEvaluator:
                               hint="strings from references are substituted as they are: "
                                    "quote them, as in '${exp.model}'") from None
         except SyntaxError as error:
-            raise ConfigError(f"invalid expression syntax ({error.msg})") from None
+            raise ConfigError(f"{SYNTAX_ERROR} ({error.msg})") from None
         except (RecursionError, MemoryError):
             raise ConfigError("expression is nested too deeply") from None
         except ConfigError:
@@ -343,17 +378,6 @@ class SafeEvaluator:
         except Exception as error:  # noqa: BLE001 - any evaluation failure is the spec's
             raise ConfigError(f"expression failed: {type(error).__name__}: "
                               f"{_reason(error)}") from None
-
-
-def _checked(result: Any) -> Any:
-    """An expression's result as plain data, or ConfigError; as every evaluation's is."""
-    if callable(result) or isinstance(result, SimpleNamespace):
-        raise ConfigError("expression does not compute a value (a function or module)")
-    # A list may hold one long string many times at little cost; its text may not.
-    if guarded.text_size(result, MAX_VALUE_CHARS) > MAX_VALUE_CHARS:
-        raise ConfigError(f"expression exceeds a size limit: its value would be more than "
-                          f"{MAX_VALUE_CHARS:,} characters as text")
-    return _plain(result)
 
 
 def _plain(value: Any) -> Any:

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.config.documents import (
+    DUPLICATE_KEY,
     check_document,
     check_suffix,
     parse_document,
     parse_json,
     read_spec_bytes,
+    unique_keys,
 )
 from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
@@ -53,8 +55,8 @@ def default_config_files() -> list[Path]:
 
 
 def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
-    """A 'did you mean' hint naming the closest candidates, or None."""
-    close = difflib.get_close_matches(word, list(candidates), n=n, cutoff=0.6)
+    """A 'did you mean' hint naming the closest candidates (each once), or None."""
+    close = difflib.get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=0.6)
     if not close:
         return None
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"
@@ -145,6 +147,8 @@ class SpecBuilder:
                         continue
                     setattr(definition, attribute, getattr(current, attribute))
                 definition.host = definition.host or current.host
+                if "identity" not in value:
+                    definition.when_set = current.when_set
             self.spec.params[name] = definition
         elif current is not None:
             current.value = value
@@ -221,7 +225,8 @@ class SpecBuilder:
         for index, text in enumerate(extensions):
             where = f"{CLI_SOURCE}: -E #{index + 1}"
             try:
-                extension = json.loads(text, parse_constant=_no_constant)
+                extension = json.loads(text, parse_constant=_no_constant,
+                                       object_pairs_hook=unique_keys)
             except json.JSONDecodeError as error:
                 raise ConfigError(f"{where} is not JSON: {error.msg} (column {error.colno})") \
                     from None
@@ -276,7 +281,7 @@ def _json_or_raw(text: str) -> Any:
     try:
         value = parse_json(text, CLI_SOURCE)
     except ConfigError as error:
-        if "nested more than" in error.message:
+        if "nested more than" in error.message or DUPLICATE_KEY in error.message:
             raise
         return text
     check_document(value, CLI_SOURCE)
@@ -314,9 +319,13 @@ def _parse_definition(name: str, value: dict[str, Any], source: str) -> ParamDef
     desc = value.get("desc", "")
     if isinstance(desc, list):  # DLBS wrote long descriptions as lists of lines
         desc = " ".join(str(line) for line in desc)
-    outside_id = bool(value.get("host", False)) or value.get("identity", True) is False
+    identity = value.get("identity", True)
+    if identity is not True and identity is not False and identity != "when_set":
+        raise ConfigError(f"{where}: identity must be true, false or when_set, not "
+                          f"{short(identity)}")
+    outside_id = bool(value.get("host", False)) or identity is False
     return ParamDef(name, value["val"], source, declared, str(desc), choices, regex, outside_id,
-                    minimum, maximum)
+                    minimum, maximum, when_set=identity == "when_set")
 
 
 def _bound(definition: dict[str, Any], key: str, where: str) -> int | float | None:

@@ -25,6 +25,11 @@ EXPERIMENT_ID_RULE = ("an experiment id is 1 to 64 ASCII letters, digits, '.', '
                       "starting with a letter or a digit")
 
 
+#: The key of a backend's progress notes in a log (docs/backends/protocol.md section 3): a
+#: parameter of that name would be read back from a log header as a note, not a value.
+PROGRESS_KEY = "progress"
+
+
 def is_name(name: str) -> bool:
     return len(name) <= MAX_NAME_LENGTH and NAME.fullmatch(name) is not None
 
@@ -34,6 +39,10 @@ def check_name(name: object, source: str) -> str:
     if not isinstance(name, str) or not is_name(name):
         shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
         raise ConfigError(f"{source}: invalid parameter name {shown}", hint=NAME_RULE)
+    if name == PROGRESS_KEY:
+        raise ConfigError(f"{source}: {PROGRESS_KEY!r} cannot be a parameter name: it is the key "
+                          "of a backend's progress notes in a log",
+                          hint="choose another name (my.progress, progress_x)")
     return name
 
 

@@ -25,6 +25,10 @@ class ParamDef:
     # The range of a number (spec keys `min` and `max`), both ends included.
     minimum: int | float | None = None
     maximum: int | float | None = None
+    # In exp.id only when its value is not null (spec key `identity: when_set`): a parameter
+    # added with a null default leaves the ids of the experiments that do not set it as
+    # they were.
+    when_set: bool = False
 
     def definition(self) -> dict[str, Any]:
         """The definition as a spec object (for `print-config` and `help`)."""
@@ -43,6 +47,8 @@ class ParamDef:
             out["max"] = self.maximum
         if self.host:
             out["host"] = True
+        if self.when_set:
+            out["identity"] = "when_set"
         return out
 
 
@@ -86,6 +92,7 @@ class Spec:
         for name, definition in self.params.items():
             plain = (definition.type is None and not definition.desc and definition.choices is None
                      and definition.regex is None and not definition.host
+                     and not definition.when_set
                      and definition.minimum is None and definition.maximum is None)
             params[name] = definition.value if plain and not _looks_like_definition(
                 definition.value) else definition.definition()

@@ -7,6 +7,7 @@ single spaces, objects as compact JSON. Casting rules are section 6.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -14,10 +15,11 @@ from typing import Any
 
 import orjson
 
+from dlbs.config.documents import unique_keys
 from dlbs.config.limits import INT_MAX, INT_MIN, MAX_NESTING, MAX_VALUE_CHARS
 from dlbs.errors import ConfigError
 from dlbs.util import exact_json
-from dlbs.util.booleans import parse_bool
+from dlbs.util.booleans import WORDS_TEXT, parse_bool
 
 TYPES = ("str", "int", "float", "bool", "list", "dict")
 
@@ -111,7 +113,7 @@ def cast(value: Any, declared: str | None) -> Any:
             return bool(value)
         if isinstance(value, str) and parse_bool(value) is not None:
             return parse_bool(value)
-        raise ValueError(f"{short(value)} is not a bool (true/false/yes/no/on/off/1/0)")
+        raise ValueError(f"{short(value)} is not a bool ({WORDS_TEXT})")
     if declared == "list":
         if isinstance(value, list):
             return value
@@ -123,13 +125,35 @@ def cast(value: Any, declared: str | None) -> Any:
             return value
         if isinstance(value, str):
             try:
-                parsed = orjson.loads(value) if value.strip() else {}
-            except orjson.JSONDecodeError:
+                parsed = json.loads(value, object_pairs_hook=unique_keys) \
+                    if value.strip() else {}
+            except (ValueError, RecursionError):  # not JSON, a key twice, too deep
                 parsed = None
             if isinstance(parsed, dict):
                 return parsed
         raise ValueError(f"{short(value)} is not a dict")
     raise ValueError(f"unknown type {declared!r}")
+
+
+# Blanks around the separators of a GPU list ("0, 1"): DLBS counted GPUs on whitespace-split
+# lists, so its users wrote them; one spelling keeps "0, 1" and "0,1" one experiment.
+_GPU_LIST_BLANKS = re.compile(r"\s*([:,])\s*")
+
+
+def _gpu_list(value: Any) -> Any:
+    return _GPU_LIST_BLANKS.sub(r"\1", value.strip()) if isinstance(value, str) else value
+
+
+#: Parameters whose values may be written more than one way, and their one spelling; a
+#: value is brought to it after it is cast and before it is checked (docs/language.md
+#: section 6).
+NORMALISED = {"exp.gpus": _gpu_list}
+
+
+def normalise(name: str, value: Any) -> Any:
+    """`value` of parameter `name` in its one spelling (most parameters: as it is)."""
+    spell = NORMALISED.get(name)
+    return value if spell is None else spell(value)
 
 
 def check_plain(value: Any) -> Any:

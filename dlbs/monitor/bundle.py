@@ -2,13 +2,17 @@
 
 `node_monitor_bytes()` packs the stand-alone modules (`STANDALONE`: standard library only,
 Python 3.8+, importing only each other) as the package `dlbs_node` with a `__main__` that
-runs `node.main`; `python3 dlbs-node-monitor.pyz --help` works on any node. The archive is
-the same bytes for the same sources (fixed dates, fixed order), so it is rewritten only when
-dlbs changed.
+runs `node.main`; `python3 dlbs-node-monitor.pyz --help` works on any node. NVIDIA's NVML
+binding (`pynvml`, one module of the nvidia-ml-py package that dlbs depends on) goes into the
+archive beside them when it is installed here, so that a node reads the GPUs' energy counters
+without it (`VENDORED`); without it the node monitor asks nvidia-smi. The archive is the same
+bytes for the same sources (fixed dates, fixed order), so it is rewritten only when dlbs or
+nvidia-ml-py changed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import zipfile
@@ -17,7 +21,9 @@ from pathlib import Path
 from dlbs.util.atomic import atomic_write
 
 #: The modules of this package that run on compute nodes, in dependency order.
-STANDALONE = ("proc", "gpu", "sampling", "probe", "node")
+STANDALONE = ("proc", "gpu", "nvml", "rapl", "logmarks", "sampling", "probe", "node")
+#: Third-party modules of one file each that the node monitor may import, packed as they are.
+VENDORED = ("pynvml",)
 PACKAGE = "dlbs_node"
 FILE_NAME = "dlbs-node-monitor.pyz"
 _MAIN = (f"import sys\nfrom {PACKAGE}.node import main\n\nsys.exit(main())\n")
@@ -29,6 +35,10 @@ def node_monitor_bytes() -> bytes:
     files = {"__main__.py": _MAIN, f"{PACKAGE}/__init__.py": '"""dlbs\'s node monitor."""\n'}
     for name in STANDALONE:
         files[f"{PACKAGE}/{name}.py"] = (_HERE / f"{name}.py").read_text()
+    for name in VENDORED:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and spec.origin.endswith(".py"):
+            files[f"{name}.py"] = Path(spec.origin).read_text()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path, text in sorted(files.items()):

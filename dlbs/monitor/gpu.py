@@ -1,9 +1,9 @@
 """GPU utilization, memory and power of chosen GPUs, one `nvidia-smi` query per sample.
 
-NVML through `pynvml` would be cheaper per sample, but pynvml is not a dependency of dlbs and
-nvidia-smi comes with every driver, so nvidia-smi is the one way. A query runs with a time
-limit and can be cut short by the monitor's stop; it never raises into the run: a failure is a
-`GpuQueryError` with a reason the monitor keeps as a warning.
+The monitor asks NVML directly when it can (`nvml.py`: cheaper, and with an energy counter);
+nvidia-smi, which comes with every driver, is the way when it cannot. A query runs with a
+time limit and can be cut short by the monitor's stop; it never raises into the run: a
+failure is a `GpuQueryError` with a reason the monitor keeps as a warning.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class GpuReading:
     utilization: float  # percent
     memory_used: float  # MiB, the whole GPU's, not only the monitored processes'
     power_draw: float  # W
+    energy_mj: float = math.nan  # the GPU's energy counter (NVML only), mJ since driver load
 
 
 def _number(text: str) -> float:
@@ -109,6 +110,19 @@ def _run(argv: Sequence[str], timeout: float, stop: threading.Event) -> str:
     return stdout
 
 
+def list_gpus(program: str = "nvidia-smi", timeout: float = QUERY_TIMEOUT) -> list[str] | None:
+    """The indices of the GPUs nvidia-smi lists; None when it is not installed.
+
+    GpuQueryError when it is installed but gives no answer (a driver in trouble), so that a
+    caller can tell "no GPU here" from "cannot say".
+    """
+    path = shutil.which(program)
+    if path is None:
+        return None
+    readings, _ = parse_query_output(_run([path, *QUERY_ARGS], timeout, threading.Event()))
+    return [reading.index for reading in readings]
+
+
 class NvidiaSmi:
     """Queries nvidia-smi for the GPUs `gpus` (nvidia-smi indices, as strings)."""
 
@@ -137,3 +151,6 @@ class NvidiaSmi:
         if missing:
             self.notes.append(f"nvidia-smi does not list GPU {', '.join(missing)}")
         return found
+
+    def close(self) -> None:
+        """Nothing to release: each query is a program of its own."""

@@ -3,16 +3,17 @@
 A job script starts it on every node of the job, beside the benchmark (docs/monitor.md):
 
     python3 dlbs-node-monitor.pyz --out LOG.NODE.dlbs-node --node NODE --tag TAG \
-        [--frequency SECONDS] [--gpus 0,1]
+        [--frequency SECONDS] [--gpus 0,1] [--log LOG]
 
 It writes the node's environment at once (`__job.environment.<node>__={...}`, the facts of
 `probe`), then samples every process of this node that carries `DLBS_MONITOR_TAG=<tag>`
 (and their children) until SIGTERM, SIGINT or SIGHUP, and writes the series
 (`__job.monitor.<node>__={"start": <epoch s>, "frequency": s, "series": {...},
-"warnings": [...]}`). Each line is appended to `--out` in one write. The job script appends
-the node files to the experiment's log when the benchmark has ended (the run loop does it
-for a job that was killed first), and the run loop turns them into `results.use.*` and the
-attempt's environment.
+"warnings": [...]}`); with `--log`, it follows the experiment's log for the backend's marks
+of its timed interval and samples at each (`sampling`). Each line is appended to `--out` in
+one write. The job script appends the node files to the experiment's log when the benchmark
+has ended (the run loop does it for a job that was killed first), and the run loop turns
+them into `results.use.*` and the attempt's environment.
 
 Stand-alone: standard library only, Python 3.8 or newer, no dlbs needed on the node.
 """
@@ -65,6 +66,7 @@ def _arguments(argv: list | None) -> argparse.Namespace:
                         help="seconds between samples; 0: the environment only")
     parser.add_argument("--gpus", default="", help="GPU ids as nvidia-smi numbers them")
     parser.add_argument("--nvidia-smi", default="nvidia-smi", dest="nvidia_smi")
+    parser.add_argument("--log", default="", help="the experiment's log, for the timed marks")
     return parser.parse_args(argv)
 
 
@@ -95,7 +97,7 @@ def _monitor(argv: list | None) -> int:
     sampler = None
     if args.frequency > 0 and args.tag:
         try:
-            sampler = Sampler(args.frequency, args.gpus, args.nvidia_smi)
+            sampler = Sampler(args.frequency, args.gpus, args.nvidia_smi, log=args.log or None)
         except ValueError as error:
             print(f"dlbs-node-monitor: {error}", file=sys.stderr)
             return 2

@@ -10,16 +10,23 @@ Series, one value per sample, aligned (docs/monitor.md):
 | `gpu_util` | % | mean utilization of the selected GPUs |
 | `gpu_mem` | MiB | memory used on the selected GPUs, summed (the GPUs' totals, all processes) |
 | `gpu_power` | W | power draw of the selected GPUs, summed |
+| `gpu_energy` | J | energy of the selected GPUs since the first reading, summed (NVML's counter) |
+| `gpu<i>_energy` | J | the same of GPU `<i>` alone, when several GPUs are selected |
+| `cpu_energy` | J | energy of the CPU packages since the first reading (RAPL), without GPUs |
 
 The workload is a set of processes chosen anew at every sample: the tree under one process
 (`ProcessTree`, what `dlbs run` monitors on this machine) or every process that carries a tag
 in its environment (`TaggedProcesses`, what the node monitor of a SLURM job watches). GPU
-series exist only when GPUs were named and nvidia-smi answered at least once; a failed query
-holds NaN, so every series keeps the length of `time`. Nothing here raises into the run:
-problems go to `warnings`.
+series exist only when GPUs were named and NVML or nvidia-smi answered at least once; a failed
+query holds NaN, so every series keeps the length of `time`. The energy series are counters
+(differences of them are energy); when there is none, `energy_unavailable` (a text, not a
+series) says why. Given the benchmark's log, the sampler also takes a sample as soon as the
+backend marks the start or the end of its timed interval there (`logmarks`). Nothing here
+raises into the run: problems go to `warnings`.
 
-Stand-alone: this module, `proc` and `gpu` use only the standard library and run on Python
-3.8, so that a SLURM job can run them on a compute node where dlbs is not installed.
+Stand-alone: this module, `proc`, `gpu`, `nvml`, `rapl` and `logmarks` use only the standard
+library (and the optional pynvml) and run on Python 3.8, so that a SLURM job can run them on
+a compute node where dlbs is not installed.
 """
 
 from __future__ import annotations
@@ -30,12 +37,21 @@ import time
 
 from . import proc
 from .gpu import QUERY_TIMEOUT, GpuQueryError, NvidiaSmi, QueryCancelled
+from .logmarks import LogMarks
+from .nvml import AUTO, NvmlGpus, open_nvml
+from .rapl import POWERCAP, open_rapl
 
-#: Consecutive failed nvidia-smi queries after which the GPUs are no longer queried.
+#: Consecutive failed GPU queries (NVML or nvidia-smi) after which the GPUs are no longer queried.
 MAX_GPU_FAILURES = 3
 
 GPU_SERIES = ("gpu_util", "gpu_mem", "gpu_power")
 HOST_SERIES = ("time", "cpu", "rss")
+GPU_ENERGY = "gpu_energy"
+CPU_ENERGY = "cpu_energy"
+#: The key of the reason there is no energy counter series (a text among the series).
+ENERGY_UNAVAILABLE = "energy_unavailable"
+#: Seconds between looks at the log for the timed interval's marks.
+MARK_POLL = 0.02
 
 
 class ProcessTree:
@@ -120,6 +136,11 @@ def _aggregate(readings: list) -> dict:
     }
 
 
+def gpu_energy_series(gpu: str) -> str:
+    """The name of one GPU's own energy series."""
+    return f"gpu{gpu}_energy"
+
+
 def split_gpus(gpus: object) -> tuple:
     """GPU ids from a list or from `"0,1"` / `"0:1"` as exp.gpus writes them."""
     if isinstance(gpus, str):
@@ -130,13 +151,17 @@ def split_gpus(gpus: object) -> tuple:
 class Sampler:
     """Samples one workload's CPU, memory and GPUs every `frequency` seconds, in a thread.
 
-    `gpus` are nvidia-smi indices (host numbering); `nvidia_smi` is the program to query
-    them with, `query_timeout` the seconds one query may take. `start(workload)` ...
-    `stop()` -> series (see the module's table); `warnings` says what could not be measured.
+    `gpus` are nvidia-smi indices (host numbering), read through NVML (`nvml`: the pynvml
+    module, AUTO to import it, None never) or else the program `nvidia_smi`, with
+    `query_timeout` the seconds one query may take. Without GPUs the CPU packages' energy is
+    read from RAPL under `rapl_root` (None: not read). `log` is the benchmark's log, followed
+    for the timed interval's marks. `start_workload(workload)` ... `stop()` -> series (see
+    the module's table); `warnings` says what could not be measured.
     """
 
     def __init__(self, frequency: float, gpus: object = (), nvidia_smi: str = "nvidia-smi",
-                 query_timeout: float = QUERY_TIMEOUT) -> None:
+                 query_timeout: float = QUERY_TIMEOUT, nvml: object = AUTO,
+                 rapl_root: str | None = POWERCAP, log: str | None = None) -> None:
         if (isinstance(frequency, bool) or not isinstance(frequency, (int, float))
                 or not math.isfinite(frequency) or frequency <= 0):
             raise ValueError(f"monitor frequency must be a positive number of seconds, "
@@ -145,9 +170,18 @@ class Sampler:
         self.gpus = split_gpus(gpus)
         self.warnings: list = []
         self.samples_taken = 0
-        self._nvidia_smi = NvidiaSmi(self.gpus, nvidia_smi, query_timeout) if self.gpus else None
+        self._gpu_query = NvidiaSmi(self.gpus, nvidia_smi, query_timeout) if self.gpus else None
+        self._nvml = nvml
+        self._rapl_root = rapl_root
+        self._rapl = None
+        self._marks = LogMarks(log) if log else None
+        self.energy_unavailable: str | None = None
+        self._energy_base: dict = {}
         self._gpu_failures = 0
-        self._series: dict = {name: [] for name in HOST_SERIES + GPU_SERIES}
+        energy = [GPU_ENERGY, CPU_ENERGY]
+        if len(self.gpus) > 1:
+            energy += [gpu_energy_series(gpu) for gpu in self.gpus]
+        self._series: dict = {name: [] for name in HOST_SERIES + GPU_SERIES + tuple(energy)}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workload: ProcessTree | TaggedProcesses | None = None
@@ -176,11 +210,11 @@ class Sampler:
         if self._thread is not None:
             raise RuntimeError("this monitor was started already")
         self._workload = workload
+        self._open_counters()
+        if self._marks is not None:
+            self._marks.start()
         self._started_at = time.monotonic()
         self._started_epoch = time.time()
-        if self._nvidia_smi is not None and self._nvidia_smi.locate() is None:
-            self.warn(f"no GPU series: {self._nvidia_smi.program} not found or not executable")
-            self._nvidia_smi = None
         self._thread = threading.Thread(target=self._loop, name="dlbs-monitor", daemon=True)
         if not workload.begin():
             self.warn(f"{workload.describe()} ended before the monitor started")
@@ -192,30 +226,75 @@ class Sampler:
             self._last_ticks = {(p.pid, p.start_ticks): p.cpu_ticks for p in chosen}
         self._thread.start()
 
+    def _open_counters(self) -> None:
+        """Choose the GPU query (NVML, else nvidia-smi) or, without GPUs, open RAPL."""
+        if self.gpus:
+            nvml, reason = open_nvml(self.gpus, self._nvml)
+            if nvml is not None:
+                self._gpu_query = nvml  # type: ignore[assignment]
+                return
+            self.energy_unavailable = f"no GPU energy counter: {reason}"
+            if self._gpu_query is not None and self._gpu_query.locate() is None:
+                self.warn(f"no GPU series: {self._gpu_query.program} not found or not "
+                          "executable")
+                self._gpu_query = None
+            return
+        if self._rapl_root is None:
+            return
+        self._rapl, reason = open_rapl(self._rapl_root)
+        if self._rapl is None:
+            self.energy_unavailable = reason
+
     def stop(self) -> dict:
-        """Stop sampling (at once, even mid-query) and return the series."""
+        """Stop sampling (at once, even mid-query) and return the series.
+
+        A mark the backend printed just before it ended, which the sampling thread had no
+        time to see, still gets its sample here when the readings are quick (NVML, RAPL).
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            if self._marks is not None and self._marks.poll():
+                self._sample(at_mark=True)
+        if self._gpu_query is not None:
+            self._gpu_query.close()
         return self.series()
 
     def series(self) -> dict:
         """Copies of the series; GPU series only where some sample has a GPU reading."""
-        result = {name: list(self._series[name]) for name in HOST_SERIES}
+        result: dict = {name: list(self._series[name]) for name in HOST_SERIES}
+        for name in self._series:
+            values = self._series[name]
+            if name not in HOST_SERIES and any(not math.isnan(value) for value in values):
+                result[name] = list(values)
+        if GPU_ENERGY not in result and CPU_ENERGY not in result:
+            reason = self.energy_unavailable
+            if reason is None and "gpu_util" in result:
+                reason = "no GPU energy counter: the GPUs report none (older than Volta?)"
+            if reason:
+                result[ENERGY_UNAVAILABLE] = reason
         if not self.gpus:
             return result
-        for name in GPU_SERIES:
-            values = self._series[name]
-            if any(not math.isnan(value) for value in values):
-                result[name] = list(values)
         if "gpu_util" in result and "gpu_power" not in result:
             # Some GPUs (and MIG slices) report no power draw: say why the series is absent.
-            self.warn("no gpu_power series: nvidia-smi reported no power draw")
+            program = "NVML" if isinstance(self._gpu_query, NvmlGpus) else "nvidia-smi"
+            self.warn(f"no gpu_power series: {program} reported no power draw")
         return result
 
     def _loop(self) -> None:
         next_at = self._started_at + self.frequency
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+        while True:
+            wait = next_at - time.monotonic()
+            if self._marks is not None:
+                wait = min(wait, MARK_POLL)
+            if self._stop.wait(max(0.0, wait)):
+                return
+            if self._marks is not None and self._marks.poll():
+                if not self._sample(at_mark=True):
+                    return
+                continue
+            if time.monotonic() < next_at:
+                continue
             if not self._sample():
                 return
             next_at += self.frequency
@@ -223,37 +302,58 @@ class Sampler:
             if next_at <= now:  # sampling fell behind (a slow query): skip the missed slots
                 next_at = now + self.frequency
 
-    def _sample(self) -> bool:
-        """Take one sample; False once the workload has ended."""
+    def _sample(self, at_mark: bool = False) -> bool:
+        """Take one sample; False once the workload has ended.
+
+        A sample `at_mark` (the backend just marked its timed interval) is taken even when
+        the workload has ended meanwhile: its CPU and memory are NaN then, its counters not.
+        """
         now = time.monotonic()
         assert self._workload is not None
         chosen = self._workload.select(proc.scan_processes())
-        if chosen is None:
+        if chosen is None and not at_mark:
             return False
-        ticks = {(p.pid, p.start_ticks): p.cpu_ticks for p in chosen}
-        # A process not seen before was born since the last sample: all its time is new.
-        # A process that exited since then takes its last partial interval with it.
-        used = sum(value - self._last_ticks.get(key, 0) for key, value in ticks.items())
-        cpu = 100.0 * used / proc.CLOCK_TICKS / max(now - self._last_time, 1e-6)
         gpu_values = self._query_gpus()
         if gpu_values is None:  # stopped mid-query: this sample is dropped whole
             return True
-        self._last_ticks = ticks
-        self._last_time = now
+        cpu = rss = math.nan
+        if chosen is not None:
+            ticks = {(p.pid, p.start_ticks): p.cpu_ticks for p in chosen}
+            # A process not seen before was born since the last sample: all its time is
+            # new. A process that exited since then takes its last partial interval with it.
+            used = sum(value - self._last_ticks.get(key, 0) for key, value in ticks.items())
+            cpu = round(max(100.0 * used / proc.CLOCK_TICKS / max(now - self._last_time, 1e-6),
+                            0.0), 2)
+            rss = round(proc.rss_mib(chosen), 3)
+            self._last_ticks = ticks
+            self._last_time = now
         self._series["time"].append(round(now - self._started_at, 4))
-        self._series["cpu"].append(round(max(cpu, 0.0), 2))
-        self._series["rss"].append(round(proc.rss_mib(chosen), 3))
+        self._series["cpu"].append(cpu)
+        self._series["rss"].append(rss)
         for name, value in gpu_values.items():
             self._series[name].append(value)
+        self._series[CPU_ENERGY].append(self._read_rapl())
         self.samples_taken += 1
-        return True
+        return chosen is not None
+
+    def _read_rapl(self) -> float:
+        """The CPU packages' joules since RAPL was opened; NaN without it."""
+        if self._rapl is None:
+            return math.nan
+        try:
+            return round(self._rapl.read(), 6)
+        except (OSError, ValueError) as error:
+            self.warn(f"RAPL counters no longer readable: {error}")
+            self._rapl = None
+            return math.nan
 
     def _query_gpus(self) -> dict | None:
         """GPU values of a sample ({} without GPUs, NaN on failure); None if cancelled."""
         if not self.gpus:
             return {}
-        failed = {name: math.nan for name in GPU_SERIES}
-        smi = self._nvidia_smi
+        failed = {name: math.nan for name in self._series
+                  if name.startswith("gpu") and name not in HOST_SERIES}
+        smi = self._gpu_query  # NVML or nvidia-smi
         if smi is None:
             return failed
         try:
@@ -265,7 +365,8 @@ class Sampler:
             self.warn(f"GPU query failed: {error}")
             if self._gpu_failures >= MAX_GPU_FAILURES:
                 self.warn(f"GPUs no longer queried after {MAX_GPU_FAILURES} failures in a row")
-                self._nvidia_smi = None
+                smi.close()
+                self._gpu_query = None
             return failed
         finally:
             for note in smi.notes:
@@ -273,4 +374,24 @@ class Sampler:
             smi.notes.clear()
         self._gpu_failures = 0
         values = _aggregate([readings[gpu] for gpu in self.gpus if gpu in readings])
+        values.update(self._energy(readings))
         return {name: round(value, 3) for name, value in values.items()}
+
+    def _energy(self, readings: dict) -> dict:
+        """The energy series' values: joules since each GPU's first counter reading.
+
+        The sum is NaN when a selected GPU gave no counter reading in this sample.
+        """
+        own = {}
+        for gpu in self.gpus:
+            reading = readings.get(gpu)
+            counter = reading.energy_mj if reading is not None else math.nan
+            if not math.isnan(counter):
+                base = self._energy_base.setdefault(gpu, counter)
+                own[gpu] = (counter - base) / 1000.0
+            else:
+                own[gpu] = math.nan
+        values = {GPU_ENERGY: math.fsum(own.values())}
+        if len(self.gpus) > 1:
+            values.update({gpu_energy_series(gpu): joules for gpu, joules in own.items()})
+        return values

@@ -25,6 +25,7 @@ from dlbs.config.values import cast, render
 from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
+from dlbs.plan.identity import ID_PARAMS, IdentitySets, default_sources, spec_set_names
 from dlbs.plan.resolver import Override, ResolutionContext, Resolved, Resolver
 
 ID = "exp.id"
@@ -100,6 +101,10 @@ class Planner:
         self._inputs: dict[int, tuple[str, ...] | None] = {}
         self._matches: dict[tuple[Any, ...], dict[str, Override] | None] = {}
         self._seen: set[str] = set()
+        # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
+        self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
+        # What identifies each experiment, stored with it (exp.id_params: identity.py).
+        self.identity_sets = IdentitySets(self.params, spec_set_names(spec, default_sources()))
 
     # -- setup -------------------------------------------------------------------------------
     def _axis_items(self, alternatives: dict[str, list[Any]],
@@ -203,7 +208,7 @@ class Planner:
             for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
                 self._apply_rules(state, resolver)
                 experiment = self._finalize(state, resolver)
-                contain(experiment, resolver.describe)
+                contain(experiment, resolver.describe())
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(
@@ -367,6 +372,10 @@ class Planner:
                 experiment[name] = entry.value
                 if entry.host or name.startswith("results."):
                     excluded = excluded | {name}
+        unset = [name for name in self._when_set if name in experiment
+                 and experiment[name] is None]
+        if unset:
+            excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
             if excluded is layout.not_in_id and len(experiment) == len(layout.template):
                 payload = dict(zip(layout.id_keys, layout.id_values(experiment)))
@@ -379,6 +388,8 @@ class Planner:
             resolver.overrides = with_id
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
+        if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
+            experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
     @staticmethod

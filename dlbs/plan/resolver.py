@@ -8,17 +8,18 @@ distinct value is computed once however many experiments share it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlbs.config.evaluator import SafeEvaluator
+from dlbs.config.evaluator import SYNTAX_ERROR, SafeEvaluator
 from dlbs.config.limits import MAX_ITEMS, MAX_VALUE_CHARS
 from dlbs.config.loader import suggest
 from dlbs.config.patterns import fullmatch
 from dlbs.config.spec import ParamDef
 from dlbs.config.template import Expr, Part, Ref, Template, parse
-from dlbs.config.values import cast, check_plain, render, shell_word
+from dlbs.config.values import cast, check_plain, normalise, render, shell_word
 from dlbs.errors import ConfigError
 from dlbs.plan.graph import Pattern, matching
 
@@ -194,6 +195,10 @@ class ResolutionContext:
         """False for names in the namespace of a framework other than the experiment's."""
         prefix = name.partition(".")[0]
         return prefix not in self.frameworks or prefix == framework
+
+
+#: A character that ends or escapes the quotes an expression puts a value in.
+_BREAKS_QUOTES = re.compile("['\"\\\\\n\r]")
 
 
 def _located(error: ConfigError) -> bool:
@@ -484,20 +489,66 @@ class Resolver:
         literals = expr.literals
         holes = []
         length = 0
+        # Texts that may break the string literal an expression puts them in: ('${a}').
+        breaking: list[tuple[Ref, str]] = []
         # The evaluator refuses a text this long anyway: never build it, and say so at the
         # first piece that makes it too long, as the text is made from left to right.
         for index, ref in enumerate(expr.refs):
             length += len(literals[index])
             if length > MAX_VALUE_CHARS:
                 raise _expression_too_long()
-            piece = render(self._ref(ref), null="null")
+            value = self._ref(ref)
+            piece = render(value, null="null")
+            if isinstance(value, str) and _BREAKS_QUOTES.search(value):
+                breaking.append((ref, value))
             length += len(piece)
             if length > MAX_VALUE_CHARS:
                 raise _expression_too_long()
             holes.append(piece)
         if length + len(literals[-1]) > MAX_VALUE_CHARS:
             raise _expression_too_long()
-        return self.ctx.evaluator.evaluate_parts(literals, holes)
+        try:
+            return self.ctx.evaluator.evaluate_parts(literals, holes)
+        except ConfigError as error:
+            if not breaking or not error.message.startswith(SYNTAX_ERROR):
+                raise
+            # The value broke the expression, not the expression's author: blame the value.
+            ref, value = breaking[0]
+            name = ref.name if isinstance(ref.name, str) else self._render_name(ref.name)
+            name, value = self._origin(name, value)
+            what = {"'": "a quote", '"': "a quote", "\\": "a backslash"}.get(
+                _BREAKS_QUOTES.search(value).group(), "a line break")  # type: ignore[union-attr]
+            raise self._error(name, f"value {_short(value)} holds {what}, which breaks an "
+                                    f"expression that puts it in quotes ({error.message})",
+                              hint="a value that an expression quotes (as in '${exp.model}') "
+                                   "may not hold quotes, backslashes or line breaks") from None
+
+    def _origin(self, name: str, value: str) -> tuple[str, str]:
+        """The parameter that a character breaking the quotes of an expression comes from.
+
+        `exp.log_file` holds `exp.model`'s quote: the references that carry it are followed
+        down to the value that holds it itself (the user's, most often).
+        """
+        character = _BREAKS_QUOTES.search(value).group()  # type: ignore[union-attr]
+        seen = {name}
+        while True:
+            override = self.overrides.get(name)
+            definition = self.ctx.params.get(name)
+            raw = override.raw if override is not None else (
+                definition.value if definition is not None else None)
+            if not isinstance(raw, str) or "$" not in raw:
+                return name, value
+            for reference in sorted(parse(raw).static_refs - seen):
+                try:
+                    found = self.value(reference)
+                except ConfigError:
+                    continue
+                if isinstance(found, str) and character in found:
+                    name, value = reference, found
+                    seen.add(name)
+                    break
+            else:
+                return name, value
 
     # -- errors ------------------------------------------------------------------------------
     def _error(self, name: str, message: str, hint: str | None = None) -> ConfigError:
@@ -534,6 +585,7 @@ def check_value(definition: ParamDef, value: Any) -> Any:
             value = cast(value, definition.type)
         except ValueError as error:
             raise ConfigError(f"cannot cast to {definition.type}: {error}") from None
+    value = normalise(definition.name, value)
     if definition.choices is not None and value is not None and not any(
             _same_value(value, choice) for choice in definition.choices):
         raise ConfigError(f"value {_short(value)} is not one of the choices "

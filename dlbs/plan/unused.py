@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from dlbs.config.loader import default_config_dir
 from dlbs.config.spec import Spec
 from dlbs.plan.graph import matching, references
+from dlbs.util.booleans import parse_bool
 
 # Namespaces of the engine itself; each framework in exp.framework's choices adds its own.
 ENGINE_NAMESPACES = ("exp", "runtime", "monitor", "slurm")
 # Read by prefix: every `runtime.env.NAME` is an environment variable of the experiment.
 READ_BY_PREFIX = ("runtime.env.",)
 FRAMEWORK = "exp.framework"
+DOCKER = "exp.docker"
+DOCKER_IMAGE = "exp.docker_image"
 
 # DLBS parameters with no counterpart here, and what to do instead.
 _RECIPE = "DLBS's launcher scripts are recipes here (launchers/<framework>.py)"
@@ -49,7 +54,14 @@ DLBS_ONLY = {
 
 
 def unused_parameters(spec: Spec) -> list[str]:
-    """One warning per name the spec sets in a checked namespace that nothing declares or reads."""
+    """Warnings: names set in a checked namespace that nothing declares or reads, images unused.
+
+    An image is unused when the spec names it and no experiment runs in a container.
+    """
+    return _unread_names(spec) + _unused_images(spec)
+
+
+def _unread_names(spec: Spec) -> list[str]:
     declared = {name for name, definition in spec.params.items() if definition.type is not None}
     namespaces = _checked_namespaces(spec, declared)
     if not namespaces:
@@ -73,6 +85,58 @@ def unused_parameters(spec: Spec) -> list[str]:
                         f"template: it is only recorded with the experiment"
                         + (f"; {hint}" if hint else ""))
     return warnings
+
+
+def _unused_images(spec: Spec) -> list[str]:
+    """An image the spec names while no experiment runs in a container (DLBS's recipes).
+
+    DLBS ran containers by default (`exp.docker: true`); here bare metal is the default, so a
+    DLBS spec that names its image and relies on that default would run without it, silently.
+    """
+    docker = spec.params.get(DOCKER)
+    if docker is None or docker.type is None or _may_be_true(docker.value) or any(
+            _may_be_true(value) for _, value in _set_values(spec, DOCKER)):
+        return []
+    defaults = default_config_dir().resolve()
+    framework = spec.params.get(FRAMEWORK)
+    names = [DOCKER_IMAGE, *(f"{choice}.docker_image" for choice in
+                             (framework.choices or [] if framework is not None else []))]
+    warnings = []
+    for name in names:
+        definition = spec.params.get(name)
+        sources = [source for source, _ in _set_values(spec, name)]
+        if definition is not None and Path(definition.source).parent.resolve() != defaults:
+            sources.insert(0, definition.source)
+        if sources:
+            warnings.append(f"{sources[0]}: {name} names an image, but exp.docker is false in "
+                            f"every experiment: they run on bare metal and the image is unused "
+                            f"(DLBS ran containers by default; set exp.docker: true to run in "
+                            f"it)")
+    return warnings
+
+
+def _may_be_true(value: Any) -> bool:
+    """Whether a switch's value may turn out true (a template may: it is not resolved here)."""
+    if isinstance(value, str):
+        return parse_bool(value) is not False
+    return value is not False
+
+
+def _set_values(spec: Spec, name: str) -> Iterator[tuple[str, Any]]:
+    """(source, value) of every axis item and extension that sets `name`."""
+    axis = spec.axes.get(name)
+    if axis is not None:
+        for item in axis.items:
+            yield axis.source, item
+    for other in spec.axes.values():
+        if other.zipped:
+            for item in other.items:
+                if isinstance(item, dict) and name in item:
+                    yield other.source, item[name]
+    for extension in spec.extensions:
+        for values in (extension.parameters, *extension.cases):
+            if name in values:
+                yield extension.source, values[name]
 
 
 def _closest(name: str, declared: set[str]) -> str | None:

@@ -7,7 +7,7 @@ frameworks share. This package sits below the run layer: `dlbs.run` imports it, 
 other way round.
 """
 
-from dlbs.recipes.build import assemble, invocation_for, launcher_prefix, target_name
+from dlbs.recipes.build import assemble, invocation_for, launcher_prefix
 from dlbs.recipes.invocation import (
     DOCKER,
     LOCAL,
@@ -18,9 +18,10 @@ from dlbs.recipes.invocation import (
     Mount,
 )
 from dlbs.recipes.recipe import Recipe, recipe_for, recipes, register_recipe
+from dlbs.recipes.schedulers import register_scheduler, target_name
 
 __all__ = [
     "DOCKER", "LOCAL", "SLURM", "BatchRequest", "assemble", "ContainerSpec", "Invocation", "Mount",
     "Recipe", "invocation_for", "launcher_prefix", "recipe_for", "recipes",
-    "register_recipe", "target_name",
+    "register_recipe", "register_scheduler", "target_name",
 ]

@@ -1,16 +1,16 @@
 """A resolved experiment -> its complete `Invocation`, built once, before anything runs.
 
 The framework's recipe gives the backend's command, environment and mounts; this module adds
-what every framework shares: the execution target (`exp.scheduler`, `exp.docker`), the
-launcher prefix (`runtime.launcher`), `runtime.env.*`, the GPUs, the container request
-(`exp.docker_image`, `exp.docker_launcher`, the docker args parsed once) and the scheduler's
-request (`slurm.*`). Every parameter a target needs is read here, and every mistake in one
-raises `LaunchError` naming the parameter and the experiment, before the sweep starts.
+what every framework shares: the launcher prefix (`runtime.launcher`), `runtime.env.*`, the
+GPUs, the container request (`exp.docker_image`, `exp.docker_launcher`, the docker args
+parsed once), and the execution target with its scheduler's request (`exp.scheduler`,
+`exp.docker`, `slurm.*`: `dlbs.recipes.schedulers`). Every parameter a target needs is
+read here, and every mistake in one raises `LaunchError` naming the parameter and the
+experiment, before the sweep starts.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -20,26 +20,22 @@ from dlbs.errors import LaunchError
 from dlbs.recipes import evaluation, tracing
 from dlbs.recipes.docker_args import translate
 from dlbs.recipes.invocation import (
-    DOCKER,
     DOCKER_ENGINE,
-    LOCAL,
     PODMAN_ENGINE,
-    SLURM,
-    BatchRequest,
     ContainerSpec,
     Invocation,
     Mount,
     experiment_env,
     experiment_label,
+    positive_int,
     requested_gpus,
     tokens,
 )
 from dlbs.recipes.recipe import recipe_for
+from dlbs.recipes.schedulers import scheduler_request, target_name
 from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]
-DOCKER_LAUNCHERS = ("docker", "nvidia-docker")
-CONTAINER_ENGINES = (DOCKER_ENGINE, PODMAN_ENGINE)
 
 
 def invocation_for(experiment: Experiment) -> Invocation:
@@ -75,31 +71,15 @@ def assemble(experiment: Experiment, command: list[str], *, env: Mapping[str, st
     merged_env.update(env or {})
     invocation = Invocation(
         argv=launcher_prefix(experiment) + list(command), env=merged_env, mounts=list(mounts),
-        gpus=requested_gpus(experiment), nodes=_positive_int(experiment, "exp.num_nodes", 1),
+        gpus=requested_gpus(experiment), nodes=positive_int(experiment, "exp.num_nodes", 1),
         target=target, label=label, log_file=str(experiment.get("exp.log_file") or ""),
-        monitor_frequency=_monitor_frequency(experiment, label))
+        monitor_frequency=_monitor_frequency(experiment))
     if truthy(experiment.get("exp.docker", False)):
         if docker_args is None:
             docker_args = tokens(experiment.get("exp.docker_args"), "exp.docker_args")
         invocation.container = container_spec(experiment, invocation, docker_args)
-    if target == SLURM:
-        invocation.batch = batch_request(experiment, invocation)
+    invocation.batch = scheduler_request(experiment, invocation)
     return invocation
-
-
-def target_name(experiment: Experiment) -> str:
-    """The execution target that an experiment's parameters select.
-
-    `exp.scheduler: slurm` -> slurm (which starts a container itself when `exp.docker` is
-    true), else `exp.docker: true` -> docker, else local.
-    """
-    scheduler = str(experiment.get("exp.scheduler") or "none")
-    if scheduler == "slurm":
-        return SLURM
-    if scheduler != "none":
-        raise LaunchError(f"exp.scheduler: unknown scheduler {scheduler!r} (experiment "
-                          f"{experiment_label(experiment)})", hint="use none or slurm")
-    return DOCKER if truthy(experiment.get("exp.docker", False)) else LOCAL
 
 
 def launcher_prefix(experiment: Experiment) -> list[str]:
@@ -115,14 +95,10 @@ def container_spec(experiment: Experiment, invocation: Invocation,
     if not image:
         raise LaunchError(f"exp.docker_image is empty (experiment {label})",
                           hint="set exp.docker_image, or exp.docker: false for bare metal")
+    # The configs declare both parameters' choices: the planner (and a plan file's reader)
+    # has checked them.
     launcher = str(experiment.get("exp.docker_launcher") or "docker")
-    if launcher not in DOCKER_LAUNCHERS:
-        raise LaunchError(f"exp.docker_launcher: unknown launcher {launcher!r} "
-                          f"(experiment {label})", hint="use docker or nvidia-docker")
     engine = str(experiment.get("exp.container_engine") or DOCKER_ENGINE)
-    if engine not in CONTAINER_ENGINES:
-        raise LaunchError(f"exp.container_engine: unknown engine {engine!r} (experiment "
-                          f"{label})", hint="use docker or podman")
     if engine == PODMAN_ENGINE and launcher == "nvidia-docker":
         raise LaunchError(f"experiment {label}: exp.container_engine is podman, but "
                           "exp.docker_launcher is nvidia-docker (a Docker-only binary)",
@@ -167,88 +143,7 @@ def _container_name(label: str) -> str:
     return f"dlbs-{stem}-{uuid.uuid4().hex[:8]}"
 
 
-def batch_request(experiment: Experiment, invocation: Invocation) -> BatchRequest:
-    """The `slurm.*` request; it must hold the nodes and tasks the recipe needs."""
-    nodes = _positive_int(experiment, "slurm.nodes", invocation.nodes)
-    ntasks = _positive_int(experiment, "slurm.ntasks_per_node", invocation.tasks_per_node)
-    if invocation.nodes > nodes or invocation.tasks_per_node > ntasks:
-        raise LaunchError(
-            f"experiment {invocation.label}: the recipe needs {invocation.nodes} node(s) x "
-            f"{invocation.tasks_per_node} task(s), but slurm.nodes={nodes} and "
-            f"slurm.ntasks_per_node={ntasks}",
-            hint="raise slurm.nodes or slurm.ntasks_per_node, or leave them unset")
-    gres = str(experiment.get("slurm.gres") or "")
-    gpus = experiment.get("slurm.gpus_per_node")
-    if gpus in (None, ""):
-        gpus = 0 if gres else len(invocation.gpus)
-    gpus_per_node = _non_negative(gpus, "slurm.gpus_per_node", invocation)
-    if gres and gpus_per_node:
-        raise LaunchError(f"experiment {invocation.label}: slurm.gres ({gres}) and "
-                          f"slurm.gpus_per_node ({gpus_per_node}) both request GPUs",
-                          hint="give one: set slurm.gpus_per_node: 0 to use slurm.gres")
-    prologue = experiment.get("slurm.prologue") or []
-    if not isinstance(prologue, list | tuple):
-        prologue = [prologue]
-    return BatchRequest(nodes=nodes, ntasks_per_node=ntasks,
-                        partition=str(experiment.get("slurm.partition") or ""),
-                        account=str(experiment.get("slurm.account") or ""),
-                        time=_time_limit(experiment),
-                        gpus_per_node=gpus_per_node,
-                        extra_args=tokens(experiment.get("slurm.extra_args"),
-                                          "slurm.extra_args"),
-                        cpus_per_task=_non_negative(experiment.get("slurm.cpus_per_task") or 0,
-                                                    "slurm.cpus_per_task", invocation),
-                        mem=str(experiment.get("slurm.mem") or ""), gres=gres,
-                        qos=str(experiment.get("slurm.qos") or ""),
-                        exclusive=truthy(experiment.get("slurm.exclusive", False)),
-                        prologue=[str(line) for line in prologue if str(line).strip()])
-
-
-def _monitor_frequency(experiment: Experiment, label: str) -> float:
-    value = experiment.get("monitor.frequency") or 0
-    try:
-        frequency = float(value)
-    except (TypeError, ValueError):
-        frequency = -1.0
-    if isinstance(value, bool) or not math.isfinite(frequency) or frequency < 0:
-        raise LaunchError(f"monitor.frequency: expected seconds (0 = off), got {value!r} "
-                          f"(experiment {label})")
-    return frequency
-
-
-def _time_limit(experiment: Experiment) -> str:
-    """slurm.time as given, else exp.timeout rounded up to minutes, plus one as a margin."""
-    given = experiment.get("slurm.time")
-    if given not in (None, "", 0):
-        return str(given)
-    try:
-        timeout = float(experiment.get("exp.timeout") or 0)
-    except (TypeError, ValueError):
-        raise LaunchError(f"exp.timeout: expected seconds, got {experiment.get('exp.timeout')!r} "
-                          f"(experiment {experiment_label(experiment)})") from None
-    return str(math.ceil(timeout / 60) + 1) if timeout > 0 else ""
-
-
-def _positive_int(experiment: Experiment, name: str, default: int) -> int:
-    value = experiment.get(name)
-    if value in (None, ""):
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1 or isinstance(value, bool):
-        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
-                          f"(experiment {experiment_label(experiment)})")
-    return number
-
-
-def _non_negative(value: Any, name: str, invocation: Invocation) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if number < 0:
-        raise LaunchError(f"{name}: expected a count, got {value!r} "
-                          f"(experiment {invocation.label})")
-    return number
+def _monitor_frequency(experiment: Experiment) -> float:
+    # The configs declare it a float in [0, 86400]: the planner (and a plan file's reader)
+    # has checked it.
+    return float(experiment.get("monitor.frequency") or 0)

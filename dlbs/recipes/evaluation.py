@@ -1,8 +1,10 @@
 """What inference evaluation (docs/evaluation.md) and the backends' shared package add.
 
 - Output flags: a scenario's backend writes LoadGen's logs into `<log stem>.loadgen/` beside
-  the experiment's log (`--loadgen_dir`), and with `exp.publish_predictions` an accuracy run
-  writes `<log stem>.predictions.jsonl` (`--predictions_file`). Both are absolute paths.
+  the experiment's log (`--loadgen_dir`; where an earlier attempt's folder is, the backend
+  makes the next free `<log stem>.attemptN.loadgen/` and prints which as
+  `results.loadgen_log_dir`), and with `exp.publish_predictions` an accuracy run writes
+  `<log stem>.predictions.jsonl` (`--predictions_file`). Both are absolute paths.
 - Containers: the backends' shared package (`runtime.benchmark_common_path`) is mounted
   read-only at /workspace/benchmark_common, beside the backend; the weights, the labels and
   the framework's extra-models file read-only, and the log folder writable, each at its own

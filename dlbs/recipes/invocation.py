@@ -182,3 +182,18 @@ def requested_gpus(experiment: Mapping[str, Any]) -> list[str]:
             if part.strip():
                 ids.append(part.strip())
     return ids
+
+
+def positive_int(experiment: Mapping[str, Any], name: str, default: int) -> int:
+    """A count parameter (`exp.num_nodes`, `slurm.nodes`): `default` when unset or empty."""
+    value = experiment.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or isinstance(value, bool):
+        raise LaunchError(f"{name}: expected a positive integer, got {value!r} "
+                          f"(experiment {experiment_label(experiment)})")
+    return number

@@ -38,6 +38,9 @@ class Recipe:
     #: The backend's folder name inside the container (`/workspace/<folder>`).
     container_folder = ""
     script = "benchmarks.py"
+    #: The backend only pretends to use the GPUs it is given (the dummy backend): its GPU
+    #: experiments run on bare metal anywhere (dlbs/recipes/resources.py).
+    simulates_devices = False
 
     def command(self, experiment: Experiment) -> list[str]:
         """The backend's command as tokens: interpreter, script, `<framework>.args`."""

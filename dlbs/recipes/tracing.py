@@ -10,7 +10,7 @@ the host's, whatever the target: bare metal, a container, a SLURM job on a share
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlbs.errors import LaunchError
@@ -43,6 +43,25 @@ def trace_flags(experiment: Mapping[str, Any]) -> list[str]:
         return []
     values = (str(experiment[LEVEL]), str(experiment.get(BATCHES, 5)), trace_path(experiment))
     return [token for pair in zip(TRACE_FLAGS, values) for token in pair]
+
+
+def untraced_note(recorded: Iterable[Mapping[str, Any]]) -> str | None:
+    """What to say when experiments already recorded, and so not run again, ask for a trace.
+
+    Tracing is not part of an experiment's id: adding exp.trace_level to one that ran keeps
+    it recorded, and `exp.rerun` never (the default) would leave it untraced without a word.
+    A trace file that is already there (traced before) needs nothing.
+    """
+    untraced = [e for e in recorded if traces(e) and not os.path.isfile(str(e.get(FILE) or ""))]
+    if not untraced:
+        return None
+    first = untraced[0]
+    many = len(untraced) > 1
+    return (f"{len(untraced)} experiment{'s' if many else ''} with exp.trace_level "
+            f"{first.get(LEVEL)} {'are' if many else 'is'} already recorded and not run again "
+            f"(exp.rerun is {first.get('exp.rerun') or 'never'}), so not traced: a trace is "
+            f"taken by a run; add -P exp.rerun=always to run {'them' if many else 'it'} again "
+            f"with the trace (the id stays the same)")
 
 
 def trace_mounts(experiment: Mapping[str, Any], mounted: Sequence[Mount] = ()) -> list[Mount]:

@@ -20,6 +20,10 @@ decide, so that the baseline can be told more precisely (or the row filtered out
 
     speedup = the baseline row's median batch time / the row's
 
+The median, not the mean: a batch that the machine's load or a compilation slowed does not
+move it. The default values beside it are medians too (the median batch time and the
+throughput at the median: metrics.py), never a median beside a mean.
+
 Rows are matched per pair of "which compared keys a row has" patterns (few: about one per
 framework), each pair by grouping key codes with numpy, so 100,000 rows take milliseconds.
 """
@@ -40,6 +44,9 @@ from dlbs.report.select import as_text
 
 # The batch time a speed-up divides: the statistics engine's median of the timed batches.
 SPEEDUP_TIME = "results.time_median"
+# A regular report's values with --baseline: the median batch time, the throughput at the
+# median, the speedup.
+METRICS = (SPEEDUP_TIME, "throughput_median", "speedup")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ is not a regression), and one beyond it counts only when the test says it is sig
 change is beyond the threshold (vectorised over those with equal sample counts), and their
 per-batch times are read only then. An ok experiment that now fails is a regression too.
 
+`columns` (`dlbs compare --columns`) adds other values of both sides beside the batch time,
+with their relative change: energy per sample, MFU, any value a report can show. They are
+shown, not judged: the verdict stays the batch time's.
+
 Matching, values and verdicts are arrays (results/columns.py): 100,000 matches take a
 fraction of a second besides the tests themselves.
 """
@@ -29,6 +33,7 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import DEVICE_MODEL, KeyRules, column_of, key_rules, numbers_of
+from dlbs.report.metrics import Metric, resolve, value_numbers
 from dlbs.report.select import Filter, apply_filters, as_text, resolve_key, select, statuses
 from dlbs.results.columns import Attempts, Record
 
@@ -88,6 +93,8 @@ class Comparison:
     both: Attempts | None = field(default=None, repr=False)
     pairs: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)))
+    # `columns`: each value's metric, and its numbers on both sides (NaN: none), per match.
+    extra: list[tuple[Metric, np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -138,15 +145,20 @@ class Comparison:
 
 def compare(base: Attempts | Sequence[Record], new: Attempts | Sequence[Record], *,
             by: Sequence[str] | None = None, filters: Sequence[Filter] = (),
-            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Comparison:
-    """Match `base` and `new` (attempts with their per-batch times) and judge every match."""
+            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+            columns: Sequence[str] = ()) -> Comparison:
+    """Match `base` and `new` (attempts with their per-batch times) and judge every match.
+
+    `columns` name values shown beside the batch time (see the module).
+    """
     if not (0 <= threshold < 10) or not math.isfinite(threshold):
         raise ResultsError(f"threshold {threshold!r} must be a fraction >= 0 (3% is 0.03)")
     if not 0 < alpha < 1:
         raise ResultsError(f"alpha {alpha!r} must be between 0 and 1")
-    rules = key_rules()
-    sides = [_latest(side if isinstance(side, Attempts) else Attempts.of_records(side),
-                     filters, rules) for side in (base, new)]
+    given = [side if isinstance(side, Attempts) else Attempts.of_records(side)
+             for side in (base, new)]
+    rules = key_rules(Attempts.concat(given))
+    sides = [_latest(side, filters, rules) for side in given]
     for name, side in zip(("BASE", "NEW"), sides):
         if not side.size:
             raise ResultsError(f"{name} holds no experiments" + (" that match the filters"
@@ -194,6 +206,10 @@ def compare(base: Attempts | Sequence[Record], new: Attempts | Sequence[Record],
     comparison.shown_tables = tables
     comparison.pairs = (base_positions, new_positions)
     _judge(comparison, both)
+    if columns:
+        for item in resolve(columns, both, np.arange(both.size), scaling=False):
+            numbers = value_numbers(both, item.key)
+            comparison.extra.append((item, numbers[base_positions], numbers[new_positions]))
     return comparison
 
 

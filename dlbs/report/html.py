@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from dlbs import __version__
+from dlbs.errors import ResultsError
+from dlbs.report.document import Report
 from dlbs.report.identity import ENV_PREFIX, column_of
 from dlbs.report.keys import partition, title
 from dlbs.report.metrics import MONITOR_COLUMNS, Metric, metric
-from dlbs.report.render import TITLES, header_lines, key_text, layout, number
+from dlbs.report.render import cell_note_lines, header_lines, key_text, layout, number
 from dlbs.report.select import Experiment, as_text
-from dlbs.report.tables import SCALING, Report
 
 # Charts of more rows than this would be unreadable; the tables still hold every row.
 MAX_CHART_ROWS = 40
@@ -50,7 +51,7 @@ def render_html(report: Report) -> str:
     monitor = _monitor_table(report)
     headers, environments = _environments(report)
     return template.render(
-        heading=lines[0] if report.kind == "pivot" else TITLES[report.kind],
+        heading=report.heading,
         version=__version__,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         counted=report.counted,
@@ -60,50 +61,44 @@ def render_html(report: Report) -> str:
         monitor_headers=monitor[0], monitor_rows=monitor[1], monitor_keys=len(report.row_keys),
         environment_headers=headers, environments=environments,
         failures=[_failure(experiment) for experiment in report.failures],
-        notes=report.footnotes(),
+        notes=cell_note_lines(report) + report.footnotes(),
+        statistics=statistics_notes(report),
     ) + "\n"
 
 
+# Where the values of a report come from, by the keys it shows (docs/reports.md).
+BATCH_STATISTICS = ("Batch times and throughput: dlbs computes them from the per-batch times "
+                    "of every backend alike; the standard deviation uses ddof=1 "
+                    "(docs/reports.md).")
+LOADGEN_STATISTICS = ("Latencies and query rates: LoadGen's own measurements, as its summary "
+                      "reports them (docs/evaluation.md); never combined across runs.")
+
+
+def statistics_notes(report: Report) -> list[str]:
+    """What the values shown are: batch-time statistics, LoadGen's measurements, or both."""
+    keys = [item.key for item in report.metrics]
+    notes = []
+    if any(key.startswith(("results.time", "results.throughput", "results.warmup"))
+           or key in ("speedup", "efficiency", "throughput_median", "results.data_wait")
+           for key in keys):
+        notes.append(BATCH_STATISTICS)
+    if any(key.startswith(("results.latency_", "results.qps", "results.target_qps",
+                           "results.max_qps")) for key in keys):
+        notes.append(LOADGEN_STATISTICS)
+    return notes
+
+
 def _charts(report: Report) -> list[tuple[str, str]]:
-    """(inline SVG, caption) of each chart the report has."""
+    """(inline SVG, caption) of each chart the report has (its kind's: plot.REPORT_CHARTS)."""
     if report.table_cells is None or report.table_cells.rows > MAX_CHART_ROWS:
         return []
     from dlbs.report import plot
 
-    if report.kind in SCALING:
-        figure = plot.scaling_figure(report)
-        caption = ("Throughput (dashed: ideal linear scaling from one GPU) and efficiency "
-                   "against the GPU count; error bars: one batch-time standard deviation.")
-    elif report.kind == "pivot":
-        figure = plot.pivot_figure(report, plot.Chart())
-        caption = f"{report.metrics[0].title} by {report.column_title}."
-    else:
-        figure = _bars(report)
-        caption = f"{report.metrics[0].title} of each row."
+    try:
+        figure, caption = plot.report_chart(report)
+    except ResultsError:  # nothing its chart can draw (no power for an efficiency chart)
+        return []
     return [(_svg(figure, 0), caption)]
-
-
-def _bars(report: Report) -> Any:
-    """A regular report's first value, one horizontal bar per row."""
-    from matplotlib.figure import Figure
-
-    item = report.metrics[0]
-    rows = report.rows()
-    labels = [", ".join(key_text(v) for v in shown) for shown, _ in rows]
-    values = [next(iter(cells.values())).values.get(item.key) for _, cells in rows]
-    spreads = [next(iter(cells.values())).spread_pct for _, cells in rows]
-    numbers = [v if isinstance(v, float) else 0.0 for v in values]
-    errors = [v * s / 100.0 if s is not None and item.key in ("results.time",
-                                                                "results.throughput") else 0.0
-              for v, s in zip(numbers, spreads)]
-    figure = Figure(figsize=(7.0, 0.9 + 0.3 * len(rows)), layout="constrained")
-    axes = figure.subplots()
-    positions = list(range(len(rows)))[::-1]
-    axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
-    axes.set_yticks(positions, labels, fontsize="small")
-    axes.set_xlabel(item.title)
-    axes.grid(True, axis="x", alpha=0.3)
-    return figure
 
 
 def _svg(figure: Any, index: int) -> str:
@@ -147,7 +142,11 @@ def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:
 
 
 def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
-    """Distinct environments of the measured attempts, with framework versions and counts."""
+    """Distinct environments of the measured attempts, with framework versions and counts.
+
+    Environments are told apart by what the table shows (ENVIRONMENT_FIELDS), not by what it
+    does not (the date of each sweep): no two rows read alike.
+    """
     headers = ["models"] + [name for _, name in ENVIRONMENT_FIELDS] + ["framework"]
     cells = report.table_cells
     if cells is None:
@@ -160,7 +159,8 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
     recorded = np.zeros(len(members), dtype=bool)
     for key in names:
         recorded |= attempts.present(key)[members]
-    groups, _ = partition(len(members), names, lambda key: column_of(attempts, key).codes[
+    shown = [f"{ENV_PREFIX}{key}" for key, _ in ENVIRONMENT_FIELDS]
+    groups, _ = partition(len(members), shown, lambda key: column_of(attempts, key).codes[
         members])
     cell_of = np.repeat(np.arange(len(selection.measured)), np.diff(selection.member_starts))
     models, versions = column_of(attempts, "exp.model"), column_of(attempts, "exp.framework_ver")
@@ -171,7 +171,7 @@ def _environments(report: Report) -> tuple[list[str], list[dict[str, Any]]]:
         mine = members[recorded & (groups == group)]
         cells = cell_of[recorded & (groups == group)]
         environment = {key[len(ENV_PREFIX):]: column_of(attempts, key).values[
-            column_of(attempts, key).codes[mine[0]]] for key in names}
+            column_of(attempts, key).codes[mine[0]]] for key in shown}
         found.append({
             "environment": environment, "experiments": len(np.unique(cells)),
             "models": {as_text(models.values[code])

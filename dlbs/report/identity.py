@@ -2,12 +2,18 @@
 
 An experiment's id (`exp.id`) is a hash of its identity parameters (dlbs/plan/builder.py):
 every parameter except those the configs declare `host: true` or `identity: false`, those
-whose value is computed from such a parameter or from the environment, those computed from
-`exp.id` itself (`exp.log_file`), and `results.*`. Parameters the configs do not declare (a
-user's own sweep axes) are identity parameters. Reports and comparisons key their rows by
-the identity parameters, never by host or run-control values, with one exception: the
-device model (`env.device_model`: the GPU model for GPU experiments, else the CPU model),
-since an H100 run and an H200 run of one spec share an id.
+declared `identity: when_set` whose value is null, those whose value is computed from such a
+parameter or from the environment, those computed from `exp.id` itself (`exp.log_file`),
+and `results.*`. The planner stores that set with each
+experiment (`exp.id_params`, dlbs/plan/identity.py: the parameters the spec set, those at the
+configs' default, the computed ones in the order they are computed), and reports read it:
+they key their rows by the identity parameters, never by host or run-control values, with
+one exception: the device model (`env.device_model`: the GPU model for GPU experiments, else
+the CPU model), since an H100 run and an H200 run of one spec share an id.
+
+Results that carry no such set (written by an earlier dlbs, DLBS's logs, records written by
+hand) are read with the rules of the default configs (`default_rules`), as the planner would
+have decided them today: parameters they do not declare are identity parameters.
 
 Keys under `env.` are read from the environment a results database recorded with the
 attempt (host, gpu_model, gpu_driver, ...); logs carry none.
@@ -23,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dlbs.errors import ConfigError
+from dlbs.plan.identity import COMPUTED, DEFAULT, ID_PARAMS, SET, derivations, parameter_references
 from dlbs.results.columns import Attempts, Column, Record, finite_numbers
 from dlbs.util import exact_json
 
@@ -32,13 +39,13 @@ DEVICE_MODEL = "env.device_model"
 # out of the id by construction: never identity.
 OUTPUT_KEYS = frozenset({
     "exp.id", "exp.log_file", "exp.model_title", "exp.framework_title", "exp.framework_ver",
-    "exp.device_title", "exp.status_msg",
+    "exp.device_title", "exp.status_msg", ID_PARAMS,
 })
 
 
 @dataclass(frozen=True)
 class KeyRules:
-    """What the default configs say about parameters."""
+    """What is known about parameters: from stored identity sets, or the default configs."""
 
     # Declared host/identity: false, or computed from such a parameter or the environment.
     non_identity: frozenset[str]
@@ -51,23 +58,70 @@ class KeyRules:
     # and every declared parameter that their default reads, directly or not.
     derivation: Mapping[str, int] = field(default_factory=dict)
     sources: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # From stored identity sets: exactly these parameters are identity parameters (None:
+    # those that `non_identity` does not name).
+    identity: frozenset[str] | None = None
+    # Declared `identity: when_set`: identity parameters only when not null.
+    when_set: frozenset[str] = frozenset()
+
+
+def key_rules(attempts: Attempts | None = None) -> KeyRules:
+    """The rules of `attempts`: their stored identity sets, else the default configs'.
+
+    The stored sets when every attempt has one (see the module).
+    """
+    if attempts is not None:
+        stored = stored_rules(attempts)
+        if stored is not None:
+            return stored
+    return default_rules()
+
+
+def stored_rules(attempts: Attempts) -> KeyRules | None:
+    """Rules from the identity sets the planner stored (exp.id_params), None without one.
+
+    A parameter the spec set is treated as one the configs do not declare (a row key before
+    the others, shown above the tables when constant); a computed one is computed from
+    every parameter before it in its set.
+    """
+    if not attempts.size:
+        return None
+    column = attempts.column(ID_PARAMS)
+    if (column.codes == 0).any():
+        return None
+    identity: set[str] = set()
+    declared: set[str] = set()
+    depth: dict[str, int] = {}
+    sources: dict[str, frozenset[str]] = {}
+    for code in np.unique(column.codes).tolist():
+        stored = column.values[code]
+        if not isinstance(stored, dict) or not all(
+                isinstance(stored.get(group), list) for group in (SET, DEFAULT, COMPUTED)):
+            return None
+        plain = [str(name) for name in (*stored[SET], *stored[DEFAULT])]
+        computed = [str(name) for name in stored[COMPUTED]]
+        identity.update(plain, computed)
+        declared.update(str(name) for name in stored[DEFAULT])
+        declared.update(computed)
+        for position, name in enumerate(computed):
+            depth[name] = max(depth.get(name, 0), position + 1)
+            sources[name] = sources.get(name, frozenset()) | frozenset(
+                plain + computed[:position])
+    return KeyRules(frozenset(), frozenset(declared), {}, depth, sources,
+                    frozenset(identity))
 
 
 @functools.lru_cache(maxsize=1)
-def key_rules() -> KeyRules:
+def default_rules() -> KeyRules:
     """The rules of the default configs (read once; without configs, only built-in rules)."""
     from dlbs.config.loader import load_spec
-    from dlbs.plan.graph import matching, references
 
     try:
         spec = load_spec(None)
     except ConfigError:
         return KeyRules(frozenset(), frozenset(), {})
     params = spec.params
-    refs: dict[str, frozenset[str]] = {}
-    for name, definition in params.items():
-        names, patterns = references(definition.value)   # ${${exp.framework}.x}: patterns
-        refs[name] = names | frozenset(matching(patterns, params)) if patterns else names
+    refs = parameter_references(params)
     non_identity = {name for name, definition in params.items() if definition.host}
     non_identity.update(name for name, names in refs.items()
                         if any(ref not in params for ref in names))   # the environment
@@ -81,40 +135,24 @@ def key_rules() -> KeyRules:
                 changed = True
     plain = {name: definition.value for name, definition in params.items() if not refs[name]}
     depths, sources = derivations(refs)
-    return KeyRules(frozenset(non_identity), frozenset(params), plain, depths, sources)
-
-
-def derivations(refs: Mapping[str, frozenset[str]]) -> tuple[dict[str, int],
-                                                             dict[str, frozenset[str]]]:
-    """Per parameter, how deep it is computed, and from which parameters.
-
-    The depth is the longest chain of references to a parameter without (0: a plain value);
-    the sources are the parameters it reads, directly or through others. A reference cycle
-    (the planner refuses one) is cut where it closes.
-    """
-    depths: dict[str, int] = {}
-    sources: dict[str, frozenset[str]] = {}
-
-    def visit(name: str, seen: frozenset[str]) -> None:
-        if name in depths:
-            return
-        below = [ref for ref in refs.get(name, ()) if ref in refs and ref not in seen
-                 and ref != name]
-        for ref in below:
-            visit(ref, seen | {name})
-        depths[name] = 1 + max((depths[ref] for ref in below), default=-1)
-        sources[name] = frozenset(below).union(*(sources[ref] for ref in below))
-
-    for name in refs:
-        visit(name, frozenset())
-    return depths, sources
+    when_set = frozenset(name for name, definition in params.items() if definition.when_set)
+    return KeyRules(frozenset(non_identity), frozenset(params), plain, depths, sources,
+                    when_set=when_set)
 
 
 def is_identity_key(key: str, rules: KeyRules) -> bool:
     """Whether `key` is part of an experiment's identity (see the module)."""
     if key.startswith(("results.", ENV_PREFIX)) or key in OUTPUT_KEYS:
         return False
+    if rules.identity is not None:
+        return key in rules.identity
     return key not in rules.non_identity
+
+
+def identity_items(experiment: Mapping[str, Any], rules: KeyRules) -> dict[str, Any]:
+    """The identity parameters of `experiment` with their values: what its `exp.id` hashes."""
+    return {key: value for key, value in experiment.items() if is_identity_key(key, rules)
+            and not (value is None and key in rules.when_set)}
 
 
 def device_model(record: Record) -> str | None:
@@ -138,9 +176,7 @@ def experiment_identity(record: Record, rules: KeyRules) -> tuple[Any, ...]:
     experiment = record.experiment
     exp_id = experiment.get("exp.id")
     if exp_id in (None, ""):
-        identity = exact_json.dumps(
-            {key: value for key, value in experiment.items() if is_identity_key(key, rules)},
-            sort_keys=True)
+        identity = exact_json.dumps(identity_items(experiment, rules), sort_keys=True)
         return ("params", identity, device_model(record))
     return ("id", str(exp_id), device_model(record))
 
@@ -198,10 +234,9 @@ def experiment_codes(attempts: Attempts, rules: KeyRules) -> np.ndarray:
     missing = codes == 0 if empty is None else (codes == 0) | (codes == empty)
     if missing.any():
         rows = np.flatnonzero(missing)
-        identities = Column.of([exact_json.dumps(
-            {key: value for key, value in record.experiment.items()
-             if is_identity_key(key, rules)}, sort_keys=True)
-            for record in attempts.records(rows)])
+        identities = Column.of([exact_json.dumps(identity_items(record.experiment, rules),
+                                                 sort_keys=True)
+                                for record in attempts.records(rows)])
         codes[rows] = int(codes.max(initial=0)) + identities.codes
     device = column_of(attempts, DEVICE_MODEL).codes
     combined = codes * (int(device.max(initial=0)) + 1) + device

@@ -2,14 +2,17 @@
 
 `--columns` names them with or without `results.` (`time_median`, `results.time_median`,
 `use.gpu_util_mean`); `speedup` and `efficiency` exist in scaling reports, `speedup` also in
-a regular report with a baseline (baseline.py). A cell of several attempts of one experiment
-shows the mean of their values, the maximum for peaks and maxima, the minimum for minima;
-text values show the newest attempt's.
+a regular report with a baseline (baseline.py). `throughput_median`, the throughput at
+the median batch time (effective batch x 1000 / `results.time_median`), is computed from
+stored values when a report shows it (`COMPUTED`); `data_wait`, the share of the timed
+steps spent waiting for input data (0 to 1), is the backend's `results.data_wait`, or, for a
+backend that prints only the mean wait, `results.time_data_wait` / `results.time`
+(`FALLBACKS`). A cell shows the values of one run of one experiment (select.py): values of
+different runs are never combined.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +23,6 @@ from dlbs.errors import ResultsError
 from dlbs.report.identity import column_of, has_value_of, numbers_of
 from dlbs.results.columns import Attempts
 
-MEAN, MAX, MIN = "mean", "max", "min"
 SPEEDUP, EFFICIENCY = "speedup", "efficiency"
 SCALING_ONLY = (SPEEDUP, EFFICIENCY)
 
@@ -32,7 +34,6 @@ class Metric:
     key: str
     title: str
     field: str
-    combine: str = MEAN
 
 
 # key -> (title, field); the field of any other results.X is X.
@@ -76,10 +77,30 @@ _KNOWN: dict[str, tuple[str, str]] = {
     "results.num_samples": ("samples", "num_samples"),
     SPEEDUP: ("speedup", SPEEDUP),
     EFFICIENCY: ("efficiency (%)", EFFICIENCY),
+    "throughput_median": ("throughput at the median (inst/s)", "throughput_median"),
+    "results.data_wait": ("data wait (share of the step time)", "data_wait"),
+    # Efficiency (docs/efficiency.md): energy of the timed interval, FLOPs, MFU, memory.
+    "results.energy_per_sample_j": ("energy per sample (J)", "energy_per_sample_j"),
+    "results.samples_per_joule": ("samples per joule", "samples_per_joule"),
+    "results.power_avg_w": ("average power (W)", "power_avg_w"),
+    "results.energy_j": ("energy (J)", "energy_j"),
+    "results.energy_interval_s": ("energy interval (s)", "energy_interval_s"),
+    "results.energy_source": ("energy source", "energy_source"),
+    "results.flops_per_sample": ("FLOPs per sample", "flops_per_sample"),
+    "results.achieved_tflops": ("achieved TFLOPS", "achieved_tflops"),
+    "results.peak_tflops": ("peak TFLOPS (one device, dense)", "peak_tflops"),
+    "results.mfu": ("MFU (of the dense peak)", "mfu"),
+    "results.gpu_mem_peak_mb": ("GPU peak memory, allocator (MiB)", "gpu_mem_peak_mb"),
 }
 # The monitor's summaries that answer "was the GPU busy?" next to the speed.
 MONITOR_COLUMNS = ("results.use.gpu_util_mean", "results.use.gpu_mem_max",
                    "results.use.gpu_power_mean", "results.use.cpu_mean")
+# What the efficiency report shows (and a regular report adds where its experiments have
+# them: energy per sample and MFU beside the throughput).
+EFFICIENCY_COLUMNS = ("results.throughput", "results.energy_per_sample_j",
+                      "results.samples_per_joule", "results.power_avg_w",
+                      "results.achieved_tflops", "results.mfu", "results.gpu_mem_peak_mb")
+REGULAR_EXTRAS = ("results.energy_per_sample_j", "results.mfu")
 TIME = "results.time"
 THROUGHPUT = "results.throughput"
 
@@ -87,13 +108,7 @@ THROUGHPUT = "results.throughput"
 def metric(key: str) -> Metric:
     """The metric that reads `key` (a full key: results.X, speedup, efficiency, ...)."""
     title, field = _KNOWN.get(key, (key.removeprefix("results."), key.removeprefix("results.")))
-    if key.endswith(("_max", "_peak")) or key == "results.mem_peak":
-        combine = MAX
-    elif key.endswith("_min"):
-        combine = MIN
-    else:
-        combine = MEAN
-    return Metric(key, title, field, combine)
+    return Metric(key, title, field)
 
 
 def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
@@ -116,6 +131,9 @@ def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
                        else ""))
             metrics.append(metric(name))
             continue
+        if name.removeprefix("results.") in COMPUTED:
+            metrics.append(metric(name.removeprefix("results.")))
+            continue
         key = name if name.startswith(("results.", "exp.", "env.")) else f"results.{name}"
         if key not in _KNOWN and not has_value_of(attempts, key)[rows].any():
             raise ResultsError(
@@ -130,7 +148,11 @@ def resolve(names: Sequence[str], attempts: Attempts, rows: np.ndarray,
 
 @dataclass
 class CellValues:
-    """One value in each cell: `numbers` (NaN: none), `others` (cell -> text, bool, list)."""
+    """One value in each cell: `numbers` (NaN: none), `others` (cell -> its value as stored).
+
+    `others` holds what is not a float: text, booleans, lists, and integers (a sample count:
+    `numbers` has it too, as a float), which machine formats write as stored.
+    """
 
     numbers: np.ndarray
     others: dict[int, Any] = field(default_factory=dict)
@@ -142,43 +164,83 @@ class CellValues:
             return float(number)
         return self.others.get(cell)
 
+    def stored(self, cells: np.ndarray) -> list[Any]:
+        """The values of `cells` as stored: floats, integers, others, None for none."""
+        numbers = self.numbers[cells]
+        found: list[Any] = [None if number != number else number
+                            for number in numbers.tolist()]
+        if self.others:
+            for position, cell in enumerate(cells.tolist()):
+                if cell in self.others:
+                    found[position] = self.others[cell]
+        return found
 
-def combine_cells(attempts: Attempts, members: np.ndarray, starts: np.ndarray,
-                  metric_: Metric) -> CellValues:
-    """Each cell's value of `metric_` over its attempts (see the module).
 
-    Cell c combines the attempts `members[starts[c]:starts[c + 1]]`, oldest first. Numbers
-    come back as floats; NaN and infinities count as missing.
+def _throughput_median(attempts: Attempts) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return numbers_of(attempts, "exp.effective_batch") * 1000.0 / numbers_of(
+            attempts, "results.time_median")
+
+
+def _data_wait(attempts: Attempts) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return numbers_of(attempts, "results.time_data_wait") / numbers_of(attempts, TIME)
+
+
+# Values computed from stored ones (see the module): key -> per attempt, NaN where none.
+COMPUTED = {"throughput_median": _throughput_median}
+# Stored values computed from others where a backend did not print them.
+FALLBACKS = {"results.data_wait": _data_wait}
+
+
+def value_numbers(attempts: Attempts, key: str) -> np.ndarray:
+    """A value's finite numbers over `attempts` (NaN elsewhere), computed ones included."""
+    computed = COMPUTED.get(key)
+    if computed is not None:
+        found = computed(attempts)
+        return np.where(np.isfinite(found), found, np.nan)
+    stored = numbers_of(attempts, key)
+    fallback = FALLBACKS.get(key)
+    if fallback is not None and np.isnan(stored).any():
+        found = fallback(attempts)
+        stored = np.where(np.isnan(stored) & np.isfinite(found), found, stored)
+    return stored
+
+
+def has_values(attempts: Attempts, key: str) -> np.ndarray:
+    """Where a value (computed ones included) is not None."""
+    if key in COMPUTED:
+        return ~np.isnan(value_numbers(attempts, key))
+    found = has_value_of(attempts, key)
+    if key in FALLBACKS:
+        found = found | ~np.isnan(value_numbers(attempts, key))
+    return found
+
+
+def cell_values(attempts: Attempts, shown: np.ndarray, metric_: Metric) -> CellValues:
+    """Each cell's value of `metric_`: that of its attempt `shown[cell]`.
+
+    Numbers come back as floats (NaN and infinities count as missing); other values (text,
+    booleans, lists) as they are.
     """
     key = metric_.key
-    cells = len(starts) - 1
-    if not cells:
-        return CellValues(np.zeros(0))
-    numbers = numbers_of(attempts, key)[members]
-    firsts = starts[:-1]
-    if metric_.combine == MAX:
-        combined = np.fmax.reduceat(numbers, firsts)
-    elif metric_.combine == MIN:
-        combined = np.fmin.reduceat(numbers, firsts)
-    else:
-        combined = numbers[firsts].copy()
-        for cell in np.flatnonzero(np.diff(starts) > 1).tolist():
-            found = numbers[starts[cell]:starts[cell + 1]]
-            found = found[~np.isnan(found)]
-            combined[cell] = math.fsum(found.tolist()) / len(found) if len(found) else math.nan
-    values = CellValues(combined)
-    missing = np.isnan(combined)
-    if missing.any():
-        present = np.add.reduceat(has_value_of(attempts, key)[members].astype(np.intp), firsts)
-        wanted = np.flatnonzero(missing & (present > 0))
-        if len(wanted):
-            column = column_of(attempts, key)
-            codes = column.codes[members]
-            for cell in wanted.tolist():
-                for position in range(starts[cell + 1] - 1, starts[cell] - 1, -1):
-                    value = column.values[codes[position]]
-                    if value is not None and (not isinstance(value, int | float)
-                                              or isinstance(value, bool)):
-                        values.others[cell] = value
-                        break
+    numbers = value_numbers(attempts, key)[shown]
+    values = CellValues(numbers)
+    if key in COMPUTED:
+        return values
+    missing = np.flatnonzero(np.isnan(numbers) & has_value_of(attempts, key)[shown])
+    with np.errstate(invalid="ignore"):
+        whole = np.flatnonzero(numbers == np.floor(numbers))
+    if len(missing) or len(whole):
+        column = column_of(attempts, key)
+        codes = column.codes[shown]
+        decoded = column.values
+        for cell in missing.tolist():
+            value = decoded[codes[cell]]
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                values.others[cell] = value
+        for cell in whole.tolist():
+            value = decoded[codes[cell]]
+            if type(value) is int:
+                values.others[cell] = value
     return values

@@ -6,7 +6,9 @@
   which (pick one with a filter), so a point never mixes experiments.
 - presets: `weak` and `strong` (throughput and efficiency against the GPU count, with the
   ideal), `latency` (latency percentiles against QPS, for inference scenarios), `monitor`
-  (the resource monitor's series of one experiment over time, the timed interval shaded).
+  (the resource monitor's series of one experiment over time, the timed interval shaded),
+  `efficiency` (throughput against average power, one point per experiment, with lines of
+  equal samples per joule: docs/efficiency.md).
 
 Axes carry units; error bars show the batch-time spread (one standard deviation, ddof=1)
 where the value is a batch time or a throughput. Figures are made without pyplot (no global
@@ -22,11 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dlbs.errors import ResultsError
+from dlbs.report.document import Report
 from dlbs.report.keys import title
 from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
+from dlbs.report.options import Options
 from dlbs.report.render import key_text
 from dlbs.report.select import Filter
-from dlbs.report.tables import SCALING, Options, Report, build_report
+from dlbs.report.tables import build_report
 from dlbs.results.columns import Attempts, Record
 from dlbs.results.usage import PREFIX as USE_PREFIX
 
@@ -34,10 +38,14 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-PRESETS = ("weak", "strong", "latency", "monitor")
+PRESETS = ("weak", "strong", "latency", "monitor", "efficiency")
+POWER = "results.power_avg_w"
 KINDS = ("line", "bar")
 FORMATS = ("png", "svg")
 LATENCY_KEYS = ("results.latency_p50", "results.latency_p90", "results.latency_p99")
+SCENARIO = "exp.scenario"
+# What sets a LoadGen run's load: the points of one line of the latency preset.
+LOAD_KEYS = ("exp.target_qps",)
 # Monitor series: (key, axis label); drawn when the experiment has them.
 MONITOR_SERIES = (
     ("cpu", "CPU (% of a core)"), ("rss", "RSS (MiB)"), ("gpu_util", "GPU util (%)"),
@@ -71,15 +79,21 @@ def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
         if request.preset not in PRESETS:
             raise ResultsError(f"unknown preset {request.preset!r}; expected one of "
                                f"{', '.join(PRESETS)}")
-        if request.preset in SCALING:
-            report = build_report(records, Options(kind=request.preset, filters=request.filters,
-                                                   latest=request.latest))
-            return scaling_figure(report, request.title)
+        if request.preset == "monitor":
+            if isinstance(records, Attempts):
+                raise TypeError("the monitor preset reads whole records (Detail()), not "
+                                "columns")
+            return monitor_figure(records, request)
         if request.preset == "latency":
             return latency_figure(records, request)
-        if isinstance(records, Attempts):
-            raise TypeError("the monitor preset reads whole records (Detail()), not columns")
-        return monitor_figure(records, request)
+        if request.preset == "efficiency":
+            return efficiency_figure(build_report(records, Options(
+                kind="efficiency", filters=request.filters, latest=request.latest)),
+                request.title)
+        # weak, strong: the report of that kind, drawn
+        report = build_report(records, Options(kind=request.preset, filters=request.filters,
+                                               latest=request.latest))
+        return scaling_figure(report, request.title)
     if not request.x or not request.y:
         raise ResultsError("a chart needs --x KEY and --y results.X, or a --preset",
                            hint=f"presets: {', '.join(PRESETS)}")
@@ -99,13 +113,24 @@ def save(figure: Figure, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def _figure(rows: int = 1) -> tuple[Figure, list[Axes]]:
+def _figure(rows: int = 1, share_x: bool = True) -> tuple[Figure, list[Axes]]:
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(_SIZE[0], _SIZE[1] * rows * (0.75 if rows > 1 else 1)),
                     layout="constrained")
-    axes = figure.subplots(rows, 1, squeeze=False, sharex=rows > 1)
+    axes = figure.subplots(rows, 1, squeeze=False, sharex=share_x and rows > 1)
     return figure, [row[0] for row in axes]
+
+
+def _integer_ticks(axes: Axes, values: Sequence[Any]) -> None:
+    """Ticks at the values when they are integers (GPU counts): never at 1.5."""
+    from matplotlib.ticker import MaxNLocator
+
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        if len(values) <= 12:
+            axes.set_xticks(sorted(values))
+        else:
+            axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _label(report: Report, shown: tuple[Any, ...]) -> str:
@@ -121,6 +146,12 @@ def _error(report: Report, key: str, cell_value: float | None, spread: float | N
     if key not in _SPREAD_METRICS or cell_value is None or spread is None:
         return 0.0
     return cell_value * spread / 100.0
+
+
+def report_chart(report: Report) -> tuple[Figure, str]:
+    """The chart of a report's kind (ReportKind.chart), and its caption."""
+    draw, caption = REPORT_CHARTS[report.report_kind.chart]
+    return draw(report), caption(report)
 
 
 def scaling_figure(report: Report, heading: str | None = None) -> Figure:
@@ -144,8 +175,7 @@ def scaling_figure(report: Report, heading: str | None = None) -> Figure:
         efficiency = [cells[s].values.get(EFFICIENCY) for s in points]
         lower.plot(points, _floats(efficiency), marker="o", color=line[0].get_color())
     upper.set_ylabel(metric(THROUGHPUT).title)
-    upper.set_title(heading or ("Weak scaling (same replica batch)" if report.kind == "weak"
-                                else "Strong scaling (same effective batch)"))
+    upper.set_title(heading or report.report_kind.title)
     upper.legend(fontsize="small", title="dashed: ideal (linear)", title_fontsize="small")
     lower.axhline(100.0, color="grey", linestyle="--", linewidth=1)
     lower.set_ylabel("efficiency (%)")
@@ -156,7 +186,7 @@ def scaling_figure(report: Report, heading: str | None = None) -> Figure:
     return figure
 
 
-def pivot_figure(report: Report, request: Chart) -> Figure:
+def pivot_figure(report: Report, request: Chart | None = None) -> Figure:
     """`y` against `x`, one series per row of the pivot report."""
     if not report.cells:
         raise ResultsError("nothing to plot: no ok experiment has the value",
@@ -173,10 +203,11 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
         errors = [_error(report, item.key, v, cells[c].spread_pct)
                   for c, v in zip(points, values)]
         label = _label(report, shown)
-        if request.kind == "bar" or not numeric:
+        bars = request is not None and request.kind == "bar"
+        if bars or not numeric:
             positions = [columns.index(c) + (index - (len(rows) - 1) / 2) * width
                          for c in points]
-            if request.kind == "bar":
+            if bars:
                 axes.bar(positions, _floats(values), width=width, yerr=errors, capsize=3,
                          label=label)
             else:
@@ -186,9 +217,11 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
         else:
             axes.errorbar(points, _floats(values), yerr=errors, marker="o", capsize=3,
                           label=label)
+            _integer_ticks(axes, columns)
     axes.set_xlabel(_axis_label(report.column_title))
     axes.set_ylabel(item.title)
-    axes.set_title(request.title or f"{item.title} by {report.column_title}")
+    axes.set_title(request is not None and request.title or
+                   f"{item.title} by {report.column_title}")
     if report.row_keys:
         axes.legend(fontsize="small", title=", ".join(title(k) for k in report.row_keys),
                     title_fontsize="small")
@@ -197,8 +230,13 @@ def pivot_figure(report: Report, request: Chart) -> Figure:
 
 
 def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figure:
-    """Latency percentiles against the achieved QPS: one point per experiment."""
-    report = build_report(records, Options(kind="regular", filters=request.filters,
+    """Latency percentiles against the achieved QPS, one panel per scenario.
+
+    A panel's points are the experiments of one scenario at different loads (exp.target_qps);
+    if another identity parameter varies within a scenario (a batch size, a model), a line
+    would join different experiments: refused, as `--x/--y` refuse, with the keys to filter.
+    """
+    report = build_report(records, Options(kind="latency", filters=request.filters,
                                            latest=request.latest,
                                            columns=["qps", *LATENCY_KEYS]))
     points = [cell for cell in report.cells
@@ -206,20 +244,110 @@ def latency_figure(records: Attempts | Sequence[Record], request: Chart) -> Figu
     if not points:
         raise ResultsError("nothing to plot: no ok experiment has results.qps and latencies",
                            hint="the latency preset reads LoadGen scenario results")
+    scenario = report.row_keys.index(SCENARIO) if SCENARIO in report.row_keys else None
+    panels: dict[Any, list[Any]] = {}
+    for cell in points:
+        panels.setdefault(None if scenario is None else cell.shown[scenario], []).append(cell)
+    mixed = [index for index, key in enumerate(report.row_keys)
+             if key not in LOAD_KEYS and index != scenario and any(
+                 len({cell.shown[index] for cell in cells}) > 1 for cells in panels.values())]
+    if mixed:
+        described = ", ".join(f"{report.row_keys[index]} ({len({c.shown[index] for c in points})}"
+                              " values)" for index in mixed)
+        first = report.row_keys[mixed[0]]
+        raise ResultsError(
+            f"the latency preset draws one line per percentile for each scenario, but within "
+            f"a scenario {described} also vary",
+            hint=f"keep one value with --filter, e.g. --filter {first}="
+                 f"{key_text(points[0].shown[mixed[0]])}")
+    figure, axes_list = _figure(len(panels), share_x=False)
+    for axes, (name, cells) in zip(axes_list, sorted(panels.items(),
+                                                     key=lambda item: key_text(item[0]))):
+        cells.sort(key=lambda cell: cell.values["results.qps"])
+        for key in LATENCY_KEYS:
+            pairs = [(c.values["results.qps"], c.values.get(key)) for c in cells]
+            pairs = [(x, y) for x, y in pairs if isinstance(y, float)]
+            if pairs:
+                axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o",
+                          label=key.removeprefix("results.latency_"))
+        axes.set_xlabel(metric("results.qps").title)
+        axes.set_ylabel("latency (ms)")
+        axes.set_title(f"{'scenario ' + key_text(name) if name is not None else ''}",
+                       fontsize="medium")
+        axes.legend(fontsize="small", title="percentile", title_fontsize="small")
+        axes.grid(True, alpha=0.3)
+    figure.suptitle(request.title or "Latency percentiles against load")
+    return figure
+
+
+def bars_figure(report: Report) -> Figure:
+    """A report's first value, one horizontal bar per row."""
+    item = report.metrics[0]
+    rows = report.rows()
+    labels = [", ".join(key_text(v) for v in shown) for shown, _ in rows]
+    values = [next(iter(cells.values())).values.get(item.key) for _, cells in rows]
+    spreads = [next(iter(cells.values())).spread_pct for _, cells in rows]
+    numbers = [v if isinstance(v, float) else 0.0 for v in values]
+    errors = [_error(report, item.key, v, s) for v, s in zip(numbers, spreads)]
     figure, (axes,) = _figure()
-    points.sort(key=lambda cell: cell.values["results.qps"])
-    for key in LATENCY_KEYS:
-        pairs = [(c.values["results.qps"], c.values.get(key)) for c in points]
-        pairs = [(x, y) for x, y in pairs if isinstance(y, float)]
-        if pairs:
-            axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o",
-                      label=key.removeprefix("results.latency_"))
-    axes.set_xlabel(metric("results.qps").title)
-    axes.set_ylabel("latency (ms)")
-    axes.set_title(request.title or "Latency percentiles against load")
-    axes.legend(fontsize="small", title="percentile", title_fontsize="small")
+    figure.set_size_inches(7.0, 0.9 + 0.3 * len(rows))
+    positions = list(range(len(rows)))[::-1]
+    axes.barh(positions, numbers, xerr=errors, capsize=3, color="tab:blue")
+    axes.set_yticks(positions, labels, fontsize="small")
+    axes.set_ylabel(", ".join(title(key) for key in report.row_keys))
+    axes.set_xlabel(item.title)
+    axes.grid(True, axis="x", alpha=0.3)
+    return figure
+
+
+def efficiency_figure(report: Report, heading: str | None = None) -> Figure:
+    """Throughput against average power, one point per row; dotted: equal samples per joule.
+
+    A point up and to the left does more per joule: the lines through the origin are the
+    samples per joule of the best and the worst row.
+    """
+    points = []
+    for shown, cells in report.rows():
+        values = next(iter(cells.values())).values
+        power, speed = values.get(POWER), values.get(THROUGHPUT)
+        if isinstance(power, float) and isinstance(speed, float) and power > 0:
+            points.append((_label(report, shown), power, speed))
+    if not points:
+        raise ResultsError("nothing to plot: no ok experiment has an average power",
+                           hint="run with monitor.frequency > 0 (docs/efficiency.md)")
+    figure, (axes,) = _figure()
+    for label, power, speed in points:
+        axes.plot([power], [speed], marker="o", linestyle="none", label=label)
+        axes.annotate(f"{speed / power:.3g}/J", (power, speed), textcoords="offset points",
+                      xytext=(5, 5), fontsize="small")
+    top = max(power for _, power, _ in points) * 1.15
+    for ratio in sorted({max(s / p for _, p, s in points), min(s / p for _, p, s in points)}):
+        axes.plot([0.0, top], [0.0, ratio * top], linestyle=":", color="grey", linewidth=1)
+    axes.set_xlim(0.0, top)
+    axes.set_ylim(0.0, max(speed for _, _, speed in points) * 1.15)
+    axes.set_xlabel(metric(POWER).title)
+    axes.set_ylabel(metric(THROUGHPUT).title)
+    axes.set_title(heading or "Throughput against power")
+    if report.row_keys:
+        axes.legend(fontsize="small", title=", ".join(title(k) for k in report.row_keys),
+                    title_fontsize="small")
     axes.grid(True, alpha=0.3)
     return figure
+
+
+# A report kind's chart (ReportKind.chart): how it is drawn, and its caption.
+REPORT_CHARTS = {
+    "scaling": (scaling_figure, lambda report: (
+        "Throughput (dashed: ideal linear scaling from one GPU) and efficiency against the "
+        "GPU count; error bars: one batch-time standard deviation.")),
+    "pivot": (pivot_figure, lambda report: (
+        f"{report.metrics[0].title} by {report.column_title}.")),
+    "bars": (bars_figure, lambda report: f"{report.metrics[0].title} of each row."),
+    "efficiency": (efficiency_figure, lambda report: (
+        "Throughput against the average power of the timed interval, one point per row, "
+        "labelled with its samples per joule; dotted: the best and the worst samples per "
+        "joule.")),
+}
 
 
 def monitor_figure(records: Sequence[Record], request: Chart) -> Figure:

@@ -1,43 +1,41 @@
 """Reports as text, markdown, CSV or JSON (the HTML page: html.py).
 
 Text and markdown are for people: identity keys with one value everywhere are listed once
-above the tables, and scaling and pivot reports spread their column axis (GPU counts, the
-pivot's key) over the columns. CSV and JSON are for programs: one record per cell with every
-key, whatever the values. Text is laid out here rather than by rich, column by column, each
-distinct key value formatted once: a report of 100,000 experiments must render in well under
-a second.
+above the tables, scaling and pivot reports spread their column axis (GPU counts, the
+pivot's key) over the columns, numbers are rounded to significant digits (numbers.py) and a
+cell's notes (notes.py) stand in a `notes` column, or, beside a column axis, as a marker
+`[k]` after the value with the note under the tables. CSV and JSON are for programs: one
+record per cell with every key and the stored values exactly, whatever they are. Text is
+laid out here rather than by rich, column by column, each distinct key value formatted once:
+a report of 100,000 experiments must render in well under a second.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dlbs.errors import ResultsError
-from dlbs.report import evaluation
+from dlbs.report.document import Report, TablePart, where
 from dlbs.report.keys import NUMERIC, title
 from dlbs.report.metrics import CellValues
+from dlbs.report.numbers import significant, significant_all
+from dlbs.report.scaling import SCALE
 from dlbs.report.select import as_text
-from dlbs.report.tables import SCALE, Cells, Report, TablePart, rounded_value
-from dlbs.results.output import csv_cell, to_json
+from dlbs.results.output import csv_cell, csv_field, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
 REPORT_FORMAT = "dlbs-report"
-REPORT_FORMAT_VERSION = 2
+# 3: values as stored (2 rounded them to 2 decimals); the fields run, runs and notes
+# instead of samples; incomplete counts what the experiments left out lack.
+REPORT_FORMAT_VERSION = 3
 
 MISSING = "-"
+NOTES_TITLE = "notes"
 # What makes the csv module quote a field (its default dialect, QUOTE_MINIMAL).
 _CSV_SPECIAL = (",", '"', "\r", "\n")
-_TWO_DECIMALS = "%.2f".__mod__
-# Below this, "%.2f" without trailing zeros is the repr of the rounded float.
-_PLAIN_LIMIT = 1e12
-
-TITLES = {"regular": "Regular report", "weak": "Weak scaling (same replica batch)",
-          "strong": "Strong scaling (same effective batch)", "pivot": "Pivot table",
-          **evaluation.TITLES}
 
 
 def render(report: Report, fmt: str) -> str:
@@ -82,27 +80,20 @@ class Grid:
         return list(zip(*self.rows)) if self.rows else [[] for _ in self.headers]
 
 
-def number(value: Any, samples: int = 1) -> str:
-    """A cell's text: two decimals for numbers, `(n=K)` when it combines K attempts."""
+def number(value: Any) -> str:
+    """A value's text for people: numbers to significant digits (numbers.py)."""
     if value is None:
         return MISSING
-    text = f"{value:.2f}" if isinstance(value, float) else as_text(value)
-    return f"{text} (n={samples})" if samples > 1 else text
+    return significant(value) if isinstance(value, float) else as_text(value)
 
 
-def numbers(values: CellValues, order: np.ndarray, samples: np.ndarray | None) -> list[str]:
-    """`number()` of the cells `order` (samples: attempts per cell, None for 1)."""
-    texts = [MISSING if text == "nan" else text
-             for text in map(_TWO_DECIMALS, values.numbers[order].tolist())]
+def numbers(values: CellValues, order: np.ndarray) -> list[str]:
+    """`number()` of the cells `order`, each distinct other value formatted once."""
+    texts = significant_all(values.numbers[order])
     if values.others:
         for position, cell in enumerate(order.tolist()):
             if cell in values.others:
                 texts[position] = number(values.others[cell])
-    if samples is not None:
-        counts = samples[order]
-        for position in np.flatnonzero(counts > 1).tolist():
-            if texts[position] != MISSING:
-                texts[position] += f" (n={counts[position]})"
     return texts
 
 
@@ -114,9 +105,7 @@ def key_text(value: Any) -> str:
 
 def header_lines(report: Report) -> list[str]:
     """The report's title and the constant keys."""
-    lines = [TITLES[report.kind]]
-    if report.kind == "pivot" and report.metrics:
-        lines[0] += f": {report.metrics[0].title} by {report.column_title}"
+    lines = [report.heading]
     if report.constants:
         lines.append("All rows: " + ", ".join(f"{title(key)} {key_text(value)}"
                                               for key, value in report.constants) + ".")
@@ -140,21 +129,48 @@ def layout(report: Report) -> list[Grid]:
     if report.column_key is None:
         rows = cells.row[order].tolist()
         columns = [[texts[row] for row in rows] for texts in row_texts]
-        columns.extend(numbers(cells.values[item.key], order, _samples(cells, item.key))
-                       for item in report.metrics)
-        return [Grid("", key_headers + [item.title for item in report.metrics],
-                     key_numeric + [True] * len(report.metrics), columns)]
+        columns.extend(numbers(cells.values[item.key], order) for item in report.metrics)
+        headers = key_headers + [item.title for item in report.metrics]
+        numeric = key_numeric + [True] * len(report.metrics)
+        if any(cell in cells.notes for cell in order.tolist()):
+            columns.append(["; ".join(cells.notes.get(cell, ())) for cell in order.tolist()])
+            headers.append(NOTES_TITLE)
+            numeric.append(False)
+        return [Grid("", headers, numeric, columns)]
     axis = report.columns
     rows = cells.row[order]
     places = cells.place[order]
+    markers = _markers(report)
     grids = []
     for item in report.metrics:
         table = np.full((len(axis), cells.rows), MISSING, dtype=object)
-        table[places, rows] = numbers(cells.values[item.key], order, _samples(cells, item.key))
+        texts = numbers(cells.values[item.key], order)
+        for position, cell in enumerate(order.tolist()):
+            if cell in markers:
+                texts[position] += f" [{markers[cell]}]"
+        table[places, rows] = texts
         grids.append(Grid(f"{item.title}, by {_axis_title(report)}",
                           key_headers + [key_text(column) for column in axis],
                           key_numeric + [True] * len(axis), [*row_texts, *table.tolist()]))
     return grids
+
+
+def _markers(report: Report) -> dict[int, int]:
+    """Cell -> its note's number `k` (tables with a column axis: `[k]`), in display order."""
+    cells = report.table_cells
+    if cells is None or report.column_key is None or not cells.notes:
+        return {}
+    noted = [cell for cell in report.displayed().tolist() if cell in cells.notes]
+    return {cell: number for number, cell in enumerate(noted, 1)}
+
+
+def cell_note_lines(report: Report) -> list[str]:
+    """The notes that markers `[k]` point to, one line each (tables with a column axis)."""
+    cells = report.table_cells
+    if cells is None:
+        return []
+    return [f"[{number}] {where(report, cell, None)}: {'; '.join(cells.notes[cell])}"
+            for cell, number in _markers(report).items()]
 
 
 def _key_texts(codes: np.ndarray, table: Any) -> list[str]:
@@ -169,11 +185,6 @@ def _axis_title(report: Report) -> str:
     return report.column_title
 
 
-def _samples(cells: Cells, key: str) -> np.ndarray | None:
-    # Speedup and efficiency compare cells; they are not averages of attempts.
-    return None if key in ("speedup", "efficiency") else cells.samples
-
-
 # -- text ------------------------------------------------------------------------------
 
 def render_text(report: Report) -> str:
@@ -184,6 +195,10 @@ def render_text(report: Report) -> str:
         if grid.title:
             out.append(grid.title)
         out.extend(aligned(grid))
+    marked = cell_note_lines(report)
+    if marked:
+        out.append("")
+        out.extend(marked)
     notes = report.footnotes()
     if notes:
         out.append("")
@@ -223,6 +238,10 @@ def render_markdown(report: Report) -> str:
         for row in grid.rows:
             out.append("| " + " | ".join(_markdown_escape(cell) for cell in row) + " |")
         out.append("")
+    for line in cell_note_lines(report):
+        out.append(f"{_markdown_escape(line)}  ")
+    if cell_note_lines(report):
+        out.append("")
     for note in report.footnotes():
         out.append(f"_{_markdown_escape(note)}_  ")
     return "\n".join(out).rstrip() + "\n"
@@ -233,8 +252,9 @@ def render_markdown(report: Report) -> str:
 def render_csv(report: Report) -> str:
     """One line per cell; footnotes are not part of CSV (the CLI prints them on stderr).
 
-    As the csv module writes it (QUOTE_MINIMAL): text as is, numbers as Python writes them
-    (after rounding to 2 decimals), lists and objects as JSON, None as an empty field.
+    As the csv module writes it (QUOTE_MINIMAL): text as is, numbers exactly as stored
+    (numbers.exact: a float as Python's repr writes it, an integral one as an integer),
+    lists and objects as JSON, None as an empty field.
     """
     columns = [_csv_part(part) for part in report.table_parts()]
     lines = [",".join(_csv_quoted(name) for name in report.fields())]
@@ -247,6 +267,8 @@ def _csv_part(part: TablePart) -> list[str]:
     if part.values is not None:
         assert part.codes is not None
         return _csv_numbers(part.values, part.codes)
+    if part.each is not None:
+        return [_csv_text(value) for value in part.each]
     if part.table is not None:
         assert part.codes is not None
         texts = [_csv_text(value) for value in part.table]
@@ -256,26 +278,22 @@ def _csv_part(part: TablePart) -> list[str]:
 
 def _csv_text(value: Any) -> str:
     if isinstance(value, str):
-        return _csv_quoted(value)
+        return _csv_quoted(csv_field(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _csv_quoted(str(value))
     return _csv_quoted(csv_cell(value))
 
 
 def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
-    """Cell values rounded to 2 decimals, as `str(round(x, 2))` writes them."""
+    """Cell values exactly as stored (numbers.exact): repr of a float, an integer as one."""
     numbers = values.numbers[order]
-    # "%.2f" is round(x, 2) correctly rounded; without its trailing zeros it is the float's
-    # repr, as long as 2 decimals are within a double's precision (checked by a test).
-    texts = [text.rstrip("0") for text in map(_TWO_DECIMALS, numbers.tolist())]
-    texts = [text + "0" if text[-1] == "." else text for text in texts]
-    for position in np.flatnonzero(~(np.abs(numbers) < _PLAIN_LIMIT)).tolist():
-        number = float(numbers[position])
-        texts[position] = str(round(number, 2)) if math.isfinite(number) else ""
+    texts = list(map(repr, numbers.tolist()))
+    for position in np.flatnonzero(~np.isfinite(numbers)).tolist():
+        texts[position] = ""
     if values.others:
         for position, cell in enumerate(order.tolist()):
             if cell in values.others:
-                texts[position] = _csv_text(rounded_value(values.others[cell]))
+                texts[position] = _csv_text(values.others[cell])
     return texts
 
 
@@ -299,7 +317,7 @@ def report_document(report: Report) -> dict[str, Any]:
         "rows": report.records(),
         "counted": report.counted,
         "not_counted": dict(sorted(report.not_counted.items())),
-        "incomplete": report.incomplete,
+        "incomplete": dict(sorted(report.incomplete.items())),
         "latest_not_ok": report.latest_not_ok,
         "duplicates": report.duplicates,
         "notes": report.footnotes(),

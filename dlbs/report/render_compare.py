@@ -9,9 +9,10 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.report.compare import REGRESSIONS, VERDICTS, Comparison
 from dlbs.report.keys import NUMERIC, field_name, title
+from dlbs.report.numbers import significant_all
+from dlbs.report.ordering import ordered_by_codes
 from dlbs.report.render import Grid, aligned, key_text
 from dlbs.report.select import as_text
-from dlbs.report.tables import ordered_by_codes
 from dlbs.results.output import records_to_csv, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
@@ -73,9 +74,23 @@ def _grid(comparison: Comparison) -> Grid:
                     for p_value in comparison.p_value[order].tolist()])
     shown = [verdict.upper() if verdict in REGRESSIONS else verdict for verdict in VERDICTS]
     columns.append([shown[code] for code in comparison.verdict[order].tolist()])
-    return Grid("", [title(key) for key in keys] +
-                ["BASE (ms)", "NEW (ms)", "change", "p-value", "verdict"],
-                [key in NUMERIC for key in keys] + [True, True, True, True, False], columns)
+    headers = [title(key) for key in keys] + ["BASE (ms)", "NEW (ms)", "change", "p-value",
+                                              "verdict"]
+    numeric = [key in NUMERIC for key in keys] + [True, True, True, True, False]
+    for item, base, new in comparison.extra:
+        columns.append(significant_all(base[order]))
+        columns.append(significant_all(new[order]))
+        columns.append([MISSING if change != change else f"{change:+.1%}"
+                        for change in _change(base, new)[order].tolist()])
+        headers += [f"BASE {item.title}", f"NEW {item.title}", "change"]
+        numeric += [True, True, True]
+    return Grid("", headers, numeric, columns)
+
+
+def _change(base: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The relative change, NEW / BASE - 1, where both are numbers and BASE is not 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(base != 0, new / base - 1.0, np.nan)
 
 
 def _texts(codes: np.ndarray, table: list[Any], order: np.ndarray) -> list[str]:
@@ -137,6 +152,10 @@ def _records(comparison: Comparison) -> list[dict[str, Any]]:
         "verdict": [VERDICTS[code] for code in comparison.verdict.tolist()],
         "base_exp_id": base_ids, "new_exp_id": new_ids,
     }
+    for item, base, new in comparison.extra:
+        values[f"base_{item.field}"] = _optional(base)
+        values[f"new_{item.field}"] = _optional(new)
+        values[f"{item.field}_change"] = _optional(_change(base, new))
     records = []
     shown_values = comparison.shown
     for index in order:
@@ -155,6 +174,8 @@ def _render_csv(comparison: Comparison) -> str:
     records = _records(comparison)
     columns = [field_name(k) for k in comparison.keys] + [
         "base_ms", "new_ms", "change", "p_value", "verdict", "base_exp_id", "new_exp_id"]
+    for item, _, _ in comparison.extra:
+        columns += [f"base_{item.field}", f"new_{item.field}", f"{item.field}_change"]
     return records_to_csv(columns, records)
 
 
@@ -182,4 +203,5 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
 
 
 def _ms(values: np.ndarray) -> list[str]:
-    return [MISSING if value != value else f"{value:.2f}" for value in values.tolist()]
+    """Times for people: significant digits, as reports write them (numbers.py)."""
+    return significant_all(values)

@@ -8,11 +8,15 @@ each row; a row without it has no speedup or efficiency.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dlbs.results.columns import Attempts
+
+# The column axis of scaling reports: GPUs, or replicas (nodes) on CPU.
+SCALE = "scale"
 
 
 def scales(attempts: Attempts, rows: np.ndarray) -> np.ndarray:
@@ -25,32 +29,60 @@ def scales(attempts: Attempts, rows: np.ndarray) -> np.ndarray:
     return np.where(found > 0, found, 1)
 
 
-def scaling_values(kind: str, row: np.ndarray, scale: np.ndarray, time: np.ndarray,
-                   throughput: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Speedup and efficiency of every cell against its row's one-GPU (one-replica) cell.
+@dataclass(frozen=True)
+class Cells:
+    """Per cell of a scaling report: its values and its row's one-GPU cell's.
 
-    Per cell: its row's number, its GPU count, its batch time and throughput (NaN: none);
-    `kind` is "weak" or "strong". NaN where there is no baseline or no value.
+    Its batch time and throughput, its GPU count, and the batch time and throughput of its
+    row's one-GPU (one-replica) cell (NaN: none).
     """
+
+    time: np.ndarray
+    throughput: np.ndarray
+    scale: np.ndarray
+    t1: np.ndarray
+    x1: np.ndarray
+
+
+def against_one(row: np.ndarray, scale: np.ndarray, time: np.ndarray,
+                throughput: np.ndarray) -> Cells:
+    """Each cell with its row's one-GPU cell (per cell: its row's number, its GPU count)."""
     base = np.full(int(row.max(initial=-1)) + 1, -1, dtype=np.intp)
     ones = np.flatnonzero(scale == 1)[::-1]
     rows_with_one, last = np.unique(row[ones], return_index=True)
     base[rows_with_one] = ones[last]     # a row's last such cell, as a dict would keep it
     has_base = base[row] >= 0
     where = np.where(has_base, base[row], 0)
-    t1 = np.where(has_base, time[where], np.nan)
-    x1 = np.where(has_base, throughput[where], np.nan)
+    return Cells(time, throughput, scale, np.where(has_base, time[where], np.nan),
+                 np.where(has_base, throughput[where], np.nan))
+
+
+def weak_values(cells: Cells) -> tuple[np.ndarray, np.ndarray]:
+    """Weak scaling's speedup and efficiency (the module); NaN without a baseline or value.
+
+    Same replica batch: N times the work per step, ideally in the same time.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
-        usable = _positive(time) & (t1 != 0) & ~np.isnan(t1)
-        if kind == "weak":
-            # Same replica batch: N times the work per step, ideally in the same time.
-            speedup = np.where(_positive(throughput) & _positive(x1), throughput / x1, np.nan)
-            efficiency = np.where(usable, 100.0 * t1 / time, np.nan)
-        else:
-            # Same effective batch: the work of a step is split N ways.
-            speedup = np.where(usable, t1 / time, np.nan)
-            efficiency = np.where(usable, 100.0 * t1 / (scale * time), np.nan)
+        speedup = np.where(_positive(cells.throughput) & _positive(cells.x1),
+                           cells.throughput / cells.x1, np.nan)
+        efficiency = np.where(_usable(cells), 100.0 * cells.t1 / cells.time, np.nan)
     return speedup, efficiency
+
+
+def strong_values(cells: Cells) -> tuple[np.ndarray, np.ndarray]:
+    """Strong scaling's speedup and efficiency (the module); NaN without a baseline or value.
+
+    Same effective batch: the work of a step is split N ways.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        usable = _usable(cells)
+        speedup = np.where(usable, cells.t1 / cells.time, np.nan)
+        efficiency = np.where(usable, 100.0 * cells.t1 / (cells.scale * cells.time), np.nan)
+    return speedup, efficiency
+
+
+def _usable(cells: Cells) -> np.ndarray:
+    return _positive(cells.time) & (cells.t1 != 0) & ~np.isnan(cells.t1)
 
 
 def _positive(values: np.ndarray) -> np.ndarray:

@@ -1,8 +1,10 @@
 """From attempts to experiments: filters, duplicates, grouping, which attempts count.
 
-A cell of a report holds one experiment; the experiment's ok attempts are its measurements
-(`--latest`: only its newest attempt, when that is ok). The same attempt read twice (from its
-log and from the results database, or from two copies of a folder) counts once.
+A cell of a report holds one run (an ok attempt) of one experiment: its newest ok run, or
+with `--runs each` every ok run in a cell of its own; values of different runs are never
+combined (runs.py says when they disagree). `--latest` counts only an experiment's newest
+attempt, when that is ok. The same attempt read twice (from its log and from the results
+database, or from two copies of a folder) counts once.
 
 Everything here works on columns (results/columns.py): attempts are numbered, experiments
 are numbered in the order they were first read, and a selection is arrays of those numbers.
@@ -148,8 +150,14 @@ class Selection:
     Experiments are numbered in the order they were first read. `order` lists the attempts
     (indices into `attempts`) experiment by experiment, oldest first, `starts[e]` where
     experiment e begins in it. `measured` are the experiments with attempts to show;
-    `members` their measured attempts (oldest first), `member_starts[m]` where the m-th
-    measured experiment's begin.
+    `members` their measured attempts, the experiment's ok runs (oldest first),
+    `member_starts[m]` where the m-th measured experiment's begin.
+
+    `shown_runs` makes one *unit* (a report's cell) per run to show; then `measured[u]` is
+    unit u's experiment, `members[u]` its run (`member_starts` counts one each), `run[u]`
+    that run's number among its experiment's ok runs (1: the oldest), and `runs`,
+    `run_starts`, `run_of` give every ok run of unit u's experiment: `runs[run_starts[k]:
+    run_starts[k + 1]]` with k = `run_of[u]`.
     """
 
     attempts: Attempts
@@ -166,6 +174,12 @@ class Selection:
     duplicates: int = 0
     # Experiments whose newest attempt is not ok (shown or not), for their reasons.
     failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    # After shown_runs (see the class): each unit's run number, and every run of its
+    # experiment.
+    run: np.ndarray | None = None
+    runs: np.ndarray | None = None
+    run_starts: np.ndarray | None = None
+    run_of: np.ndarray | None = None
 
     @property
     def representatives(self) -> np.ndarray:
@@ -178,15 +192,42 @@ class Selection:
         return np.diff(self.member_starts)
 
     def take(self, keep: np.ndarray) -> Selection:
-        """Only the measured experiments `keep` (booleans, one per measured experiment)."""
+        """Only the measured experiments (units) `keep` (booleans, one each)."""
         counts = self.counts[keep]
         starts = self.member_starts[:-1][keep]
-        members = np.concatenate([self.members[start:start + count] for start, count in
-                                  zip(starts.tolist(), counts.tolist())]) if len(counts) \
-            else np.zeros(0, dtype=np.intp)
+        bounds = _bounds(counts)
+        # Each kept experiment's members, in order: position i of the result is member
+        # starts[e] + (i - bounds[e]) of the experiment e it falls in.
+        members = self.members[np.arange(bounds[-1]) + np.repeat(starts - bounds[:-1],
+                                                                 counts)]
         return Selection(self.attempts, self.rules, self.order, self.starts,
-                         self.measured[keep], members, _bounds(counts), self.not_counted,
-                         self.latest_not_ok, self.duplicates, self.failed)
+                         self.measured[keep], members, bounds, self.not_counted,
+                         self.latest_not_ok, self.duplicates, self.failed,
+                         None if self.run is None else self.run[keep], self.runs,
+                         self.run_starts, None if self.run_of is None else self.run_of[keep])
+
+    def shown_runs(self, each: bool = False) -> Selection:
+        """One unit per run to show: each experiment's newest ok run, or `each` of them."""
+        counts = self.counts
+        experiments = np.arange(len(counts))
+        if each:
+            run_of = np.repeat(experiments, counts)
+            run = np.arange(len(self.members)) - self.member_starts[:-1][run_of] + 1
+            members = self.members
+        else:
+            run_of, run = experiments, counts.copy()
+            members = self.representatives
+        return Selection(self.attempts, self.rules, self.order, self.starts,
+                         self.measured[run_of], members, _bounds(np.ones(len(members),
+                                                                         dtype=np.intp)),
+                         self.not_counted, self.latest_not_ok, self.duplicates, self.failed,
+                         run, self.members, self.member_starts, run_of)
+
+    @property
+    def run_counts(self) -> np.ndarray:
+        """How many ok runs each unit's experiment has (after shown_runs)."""
+        assert self.run_starts is not None and self.run_of is not None
+        return np.diff(self.run_starts)[self.run_of]
 
     def experiment(self, number: int) -> Experiment:
         """Experiment `number` with its attempts as records."""

@@ -1,10 +1,14 @@
 """Results: the log protocol parser, the statistics engine, the results store.
 
 protocol.py reads `__key__=json` logs; stats.py computes every batch-time statistic from the
-per-batch times and usage.py the resource monitor's summaries, which summary.py combines;
-store.py keeps attempts in SQLite (schema.py: its layout, migrations.py: upgrades; view_codes.py:
-parameters as a base and differences); sources.py gathers experiments from logs, folders,
-databases and parse output; output.py writes them out.
+per-batch times and usage.py the resource monitor's summaries, which summary.py combines.
+store.py is the results store's protocol and `open_store(location)`: an SQLite file
+(sqlite_store.py) or a PostgreSQL database (postgres_store.py), sharing their statements
+(store_writes.py, store_reads.py over sql_session.py) and layout (schema.py,
+postgres_schema.py; migrations.py upgrades; view_codes.py: parameters as a base and
+differences); copying.py moves attempts between stores and log folders; sources.py gathers
+experiments from logs, folders, stores and parse output; stored_columns.py reads a store as
+columns for reports; output.py writes experiments out.
 """
 
 from dlbs.results.protocol import (

@@ -1,8 +1,10 @@
-"""Upgrading a results database from an older schema version, one version at a time.
+"""Upgrading an SQLite results database from an older schema version, one version at a time.
 
 Each step runs inside the transaction that opened the database, so a failed migration leaves
-the old version untouched. The layouts of older versions are spelled out here as they were:
-a step must build exactly what its version was, whatever today's schema.py says.
+the old version untouched. These are SQLite's: a PostgreSQL store was first made at version
+4 (postgres_schema.py), so it has none yet; its next layout gets a step of its own. The
+layouts of older versions are spelled out here as they were: a step must build exactly what
+its version was, whatever today's schema.py says.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sqlite3
 from collections.abc import Callable
 
 from dlbs.results import schema
+from dlbs.results.sql_session import SQLITE, Session
 from dlbs.results.view_codes import ViewCoder, view_of
 from dlbs.util import exact_json
 
@@ -52,6 +55,39 @@ _ATTEMPTS_V2 = """CREATE TABLE {name} (
 _BASES_V2 = """CREATE TABLE param_bases (
     id          INTEGER PRIMARY KEY,
     params      TEXT    NOT NULL
+)"""
+# Version 3's `attempts`, as version 3 created it.
+_ATTEMPTS_V3 = """CREATE TABLE {name} (
+    exp_id      TEXT    NOT NULL,
+    attempt     INTEGER NOT NULL CHECK (attempt >= 1),
+    report_row  BLOB,
+    param_codes BLOB,
+    status      TEXT    CHECK (status IS NULL OR status IN
+                        ('ok', 'failure', 'skipped', 'interrupted', 'timeout', 'cancelled')),
+    status_msg  TEXT,
+    log_path    TEXT,
+    job_id      TEXT,
+    started_at  TEXT    NOT NULL,
+    ended_at    TEXT,
+    time_count  INTEGER,
+    time_mean   REAL,
+    time_std    REAL,
+    time_median REAL,
+    time_p90    REAL,
+    time_p95    REAL,
+    time_p99    REAL,
+    time_min    REAL,
+    time_max    REAL,
+    throughput  REAL,
+    param_base  INTEGER,
+    stats_warnings TEXT,
+    environment TEXT,
+    summary     TEXT,
+    time_data   BLOB,
+    params      TEXT    NOT NULL,
+    results     TEXT,
+    PRIMARY KEY (exp_id, attempt),
+    CHECK ((status IS NULL) = (ended_at IS NULL))
 )"""
 # Columns version 2 and version 3 share (what the 2 -> 3 step copies).
 _V2_KEPT = [*V1_NAMES, *schema.SUMMARY_NAMES]
@@ -96,11 +132,12 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     table (as a new database would hold it), in the order of the old one.
     """
     conn.execute("DROP VIEW experiments")
-    conn.execute(schema.ATTEMPTS.format(name="attempts_new"))
+    conn.execute(_ATTEMPTS_V3.format(name="attempts_new"))
     conn.execute("DROP TABLE param_bases")
     for statement in schema.VIEW_TABLES.split(";\n"):
         conn.execute(statement)
     coder = ViewCoder()
+    session = Session(conn, SQLITE)
     kept = ", ".join(_V2_KEPT)
     names = ", ".join(["rowid", *_V2_KEPT, *schema.VIEW_NAMES])
     insert = f"INSERT INTO attempts_new ({names}) VALUES ({', '.join('?' * (len(_V2_KEPT) + 4))})"
@@ -113,7 +150,7 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
             exact_json.loads(value["environment"])
         view = view_of(exact_json.loads(value["params"]), summary, environment,
                        value["exp_id"])
-        base, codes = coder.columns(conn, view)
+        base, codes = coder.columns(session, view)
         conn.execute(insert, (*row, base, codes, schema.report_row(
             value["status"], value["attempt"], value["started_at"], value["ended_at"], base,
             summary)))
@@ -123,8 +160,19 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     conn.execute(schema.VIEW)
 
 
+def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Version 4: which `dlbs run` recorded each attempt (`run_tag`, `run_host`, `run_folder`).
+
+    Older attempts keep NULL there (no run recorded them under a tag); nothing is rewritten.
+    """
+    for name in schema.RUN_NAMES:
+        conn.execute(f"ALTER TABLE attempts ADD COLUMN {name} TEXT")
+    conn.execute(schema.TAG_INDEX)
+
+
 # version N -> function that upgrades a database from N to N + 1 inside a transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
+    3: _migrate_3_to_4,
 }

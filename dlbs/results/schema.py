@@ -6,8 +6,10 @@ monitor's summaries, the scalar results) as JSON and as columns, and the per-bat
 packed as a BLOB. Version 3 keeps what reports read in two small BLOBs at the front of the
 row: `report_row` (the numbers: status, attempt, when, the summary's batch-time statistics)
 and `param_codes` (the attempt's view as integer codes: view_codes.py, tables `param_keys`,
-`param_values`, `param_bases`). docs/results.md documents it; migrations.py upgrades older
-databases.
+`param_values`, `param_bases`). Version 4 says which `dlbs run` recorded each attempt
+(`run_tag`, `run_host`, `run_folder`), for history and for resuming per tag. docs/results.md
+documents it; migrations.py upgrades older SQLite databases; postgres_schema.py is the same
+layout in PostgreSQL's types.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dlbs.results import stats
 from dlbs.results.summary import summarize
 from dlbs.util import exact_json
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # PRAGMA application_id: 'dlbs' in ASCII, so `file` and we can tell our databases apart.
 APPLICATION_ID = 0x646C6273
 
@@ -41,6 +43,8 @@ SUMMARY_COLUMN_KEYS = {
 }
 # Columns that describe how reports read an attempt, written with its view.
 VIEW_NAMES = ["param_base", "param_codes", "report_row"]
+# Which `dlbs run` recorded an attempt (version 4), written with its first row.
+RUN_NAMES = ["run_tag", "run_host", "run_folder"]
 
 # `report_row`: little-endian float64 values, NaN where there is none. Status: the index in
 # STATUS_CODES, -1 for an attempt that has not ended; recency: when it ended (else started),
@@ -56,6 +60,8 @@ _REPORT_ROW = struct.Struct(f"<{len(REPORT_FIELDS)}d")
 # What reports read (report_row, param_codes) first, then the small columns, the raw
 # parameters and results last: SQLite keeps the start of a row (at least 489 bytes of it) on
 # its page and the rest in overflow pages, read only up to the last column a query asks for.
+# The run's columns (version 4) come after them, where the migration adds them (resuming
+# reads them from the index TAG_INDEX).
 ATTEMPTS = """CREATE TABLE {name} (
     exp_id      TEXT    NOT NULL,
     attempt     INTEGER NOT NULL CHECK (attempt >= 1),
@@ -85,10 +91,15 @@ ATTEMPTS = """CREATE TABLE {name} (
     time_data   BLOB,
     params      TEXT    NOT NULL,
     results     TEXT,
+    run_tag     TEXT,
+    run_host    TEXT,
+    run_folder  TEXT,
     PRIMARY KEY (exp_id, attempt),
     CHECK ((status IS NULL) = (ended_at IS NULL))
 )"""
 INDEX = "CREATE INDEX attempts_open ON attempts (ended_at) WHERE ended_at IS NULL"
+# Resuming per tag reads the attempts of one tag and host (version 4).
+TAG_INDEX = "CREATE INDEX attempts_tag ON attempts (run_tag, run_host, exp_id, attempt)"
 VIEW = """CREATE VIEW experiments AS
     SELECT a.* FROM attempts AS a
     WHERE a.attempt = (SELECT MAX(b.attempt) FROM attempts AS b WHERE b.exp_id = a.exp_id)"""
@@ -112,6 +123,7 @@ CREATE TABLE param_bases (
 SCHEMA = f"""
 {ATTEMPTS.format(name="attempts")};
 {INDEX};
+{TAG_INDEX};
 {VIEW};
 {VIEW_TABLES};
 CREATE TABLE oom_limits (

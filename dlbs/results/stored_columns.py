@@ -20,7 +20,7 @@ import numpy as np
 from dlbs.errors import ResultsError
 from dlbs.results import schema, stats
 from dlbs.results.columns import MISSING, Column, Record, finite_numbers
-from dlbs.results.store import STARTED, ResultsStore
+from dlbs.results.store import STARTED, open_store, store_name
 from dlbs.results.view_codes import ABSENT, FIRST_VALUE, KEY_SHIFT, NULL, VALUE_MASK
 from dlbs.util import exact_json
 
@@ -35,9 +35,10 @@ _PRELOAD_VALUES = 1024
 class StorePart:
     """The attempts of one results database (a `columns.Part`), in rowid order."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._store = store = ResultsStore(path, read_only=True)
+    def __init__(self, location: str) -> None:
+        # For messages and as the attempts' source: the path, or the URL without a password.
+        self.path = path = store_name(location)
+        self._store = store = open_store(location, read_only=True)
         weakref.finalize(self, store.close)
         try:
             rows = store.report_columns()

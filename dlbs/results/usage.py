@@ -2,16 +2,18 @@
 
 The monitor (docs/monitor.md) stores `results.use.<series>`: one value per sample, with
 `results.use.time` the seconds since it started, which is when the backend's process
-started (the attempt's `started_at`, a few milliseconds earlier). The timed batches are the
-last `sum(results.time_data)` milliseconds before the backend's `results.end_time`; the
-summaries use the samples taken inside that interval, so start-up, compilation and warm-up
-do not dilute them. When the interval cannot be placed (no end time, no per-batch times, no
-start time) or holds no sample, the whole run is summarised, and `results.use.interval`
-says which was used.
+started (the attempt's `started_at`, a few milliseconds earlier). The timed batches run
+between the backend's marks `results.timed_start` and `results.timed_end`; a backend that
+marks neither (an older one, DLBS's logs) ran them in the last `sum(results.time_data)`
+milliseconds before its `results.end_time`. The summaries use the samples taken inside that
+interval, so start-up, compilation and warm-up do not dilute them. When the interval cannot
+be placed (no marks and no end time or per-batch times, no start time) or holds no sample,
+the whole run is summarised, and `results.use.interval` says which was used.
 
 Keys, for each series (`cpu`, `rss`, `gpu_util`, `gpu_mem`, `gpu_power`, and any other the
-monitor adds): `results.use.<series>_mean` and `results.use.<series>_max`; NaN samples (a
-failed nvidia-smi query) are left out. Plus `results.use.interval` ("timed" or "whole run"),
+monitor adds, except the energy counters `*energy`, which energy.py reads):
+`results.use.<series>_mean` and `results.use.<series>_max`; NaN samples (a failed query)
+are left out. Plus `results.use.interval` ("timed" or "whole run"),
 `results.use.samples` (how many samples were summarised) and, when the interval could be
 placed, `results.use.timed_start` and `results.use.timed_end` (seconds on the monitor's
 clock; charts shade it).
@@ -29,18 +31,40 @@ PREFIX = "results.use."
 TIME_SERIES = "results.use.time"
 TIMED = "timed"
 WHOLE_RUN = "whole run"
+#: The backend's marks of its timed interval (benchmark_common/timed_marks.py).
+TIMED_START = "results.timed_start"
+TIMED_END = "results.timed_end"
+#: The suffix of the monitor's energy counters: differences of them are energy, not levels.
+COUNTER_SUFFIX = "energy"
 
 
 def series_names(results: Mapping[str, Any]) -> list[str]:
-    """The monitor's series in `results` (without the prefix), `time` excluded."""
+    """The monitor's series in `results` (without the prefix), `time` and counters excluded."""
     return [key[len(PREFIX):] for key, value in results.items()
             if key.startswith(PREFIX) and key != TIME_SERIES and isinstance(value, list)
+            and not key.endswith(COUNTER_SUFFIX)
             and value and all(_is_number_or_none(item) for item in value)]
+
+
+def marked_interval(results: Mapping[str, Any],
+                    started_at: str | None) -> tuple[float, float] | None:
+    """The backend's marks as (start, end) in seconds of the monitor's clock, or None."""
+    start, end = _timestamp(results.get(TIMED_START)), _timestamp(results.get(TIMED_END))
+    zero = _timestamp(started_at)
+    if start is None or end is None or zero is None or end < start:
+        return None
+    return start - zero, end - zero
 
 
 def timed_interval(results: Mapping[str, Any],
                    started_at: str | None) -> tuple[float, float] | None:
-    """The timed batches as (start, end) in seconds of the monitor's clock, or None."""
+    """The timed batches as (start, end) in seconds of the monitor's clock, or None.
+
+    The backend's marks when it printed them, else placed from its end time and batch times.
+    """
+    marked = marked_interval(results, started_at)
+    if marked is not None:
+        return marked
     end = _timestamp(results.get("results.end_time"))
     start = _timestamp(started_at)
     batches = results.get("results.time_data")

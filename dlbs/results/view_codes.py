@@ -18,11 +18,11 @@ JSON of the values is (1, 1.0 and true are three values, as in `exp.id`).
 
 from __future__ import annotations
 
-import sqlite3
 import struct
 from collections.abc import Mapping
 from typing import Any
 
+from dlbs.results.sql_session import Session
 from dlbs.util import exact_json
 
 ENV_PREFIX = "env."
@@ -84,54 +84,54 @@ class ViewCoder:
         self._values.clear()
         self._bases.clear()
 
-    def columns(self, conn: sqlite3.Connection, view: Mapping[str, Any]) -> tuple[int, bytes]:
+    def columns(self, session: Session, view: Mapping[str, Any]) -> tuple[int, bytes]:
         """(param_base, param_codes) of `view`: a remembered base, or a new one stored now."""
-        codes = self.codes(conn, view)
+        codes = self.codes(session, view)
         chosen = self._choose(codes)
         if chosen is None:
             blob = pack(sorted(codes.values()))
-            base_id = int(conn.execute("INSERT INTO param_bases (codes) VALUES (?)",
-                                       (blob,)).lastrowid or 0)
+            base_id = session.insert("INSERT INTO param_bases (codes) VALUES (?)", (blob,))
             self._bases.insert(0, (base_id, codes))
             del self._bases[REMEMBERED:]
             return base_id, b""
         base_id, delta = chosen
         return base_id, pack(delta)
 
-    def codes(self, conn: sqlite3.Connection, view: Mapping[str, Any]) -> dict[int, int]:
+    def codes(self, session: Session, view: Mapping[str, Any]) -> dict[int, int]:
         """{key id: code} of every key of `view`."""
         found = {}
         for key, value in view.items():
-            key_id = self._key_id(conn, key)
-            number = NULL if value is None else self._value_number(conn, key_id, value)
+            key_id = self._key_id(session, key)
+            number = NULL if value is None else self._value_number(session, key_id, value)
             found[key_id] = key_id << KEY_SHIFT | number
         return found
 
-    def _key_id(self, conn: sqlite3.Connection, key: str) -> int:
+    def _key_id(self, session: Session, key: str) -> int:
         key_id = self._keys.get(key)
         if key_id is None:
-            row = conn.execute("SELECT id FROM param_keys WHERE key = ?", (key,)).fetchone()
+            row = session.one("SELECT id FROM param_keys WHERE key = ?", (key,))
             if row is None:
-                row = (conn.execute("INSERT INTO param_keys (key) VALUES (?)",
-                                    (key,)).lastrowid,)
+                row = (session.insert("INSERT INTO param_keys (key) VALUES (?)", (key,)),)
             key_id = self._keys[key] = int(row[0])
         return key_id
 
-    def _value_number(self, conn: sqlite3.Connection, key_id: int, value: Any) -> int:
+    def _value_number(self, session: Session, key_id: int, value: Any) -> int:
         text = canonical(value)
         if text == "null":
             return NULL
         number = self._values.get((key_id, text))
         if number is None:
-            row = conn.execute("SELECT number FROM param_values WHERE key_id = ? AND value = ?",
-                               (key_id, text)).fetchone()
+            row = session.one("SELECT number FROM param_values WHERE key_id = ? AND value = ?",
+                              (key_id, text))
             if row is None:
-                # Inside the write transaction: nobody else numbers values of this key now.
-                row = conn.execute(
-                    "SELECT ifnull(max(number), ?) + 1 FROM param_values WHERE key_id = ?",
-                    (FIRST_VALUE - 1, key_id)).fetchone()
-                conn.execute("INSERT INTO param_values (key_id, number, value) VALUES (?, ?, ?)",
-                             (key_id, row[0], text))
+                # Inside the write transaction, which holds the store's write lock: nobody
+                # else numbers values of this key now.
+                row = session.one(
+                    "SELECT coalesce(max(number), ?) + 1 FROM param_values WHERE key_id = ?",
+                    (FIRST_VALUE - 1, key_id))
+                session.execute(
+                    "INSERT INTO param_values (key_id, number, value) VALUES (?, ?, ?)",
+                    (key_id, row[0], text))
             number = self._values[(key_id, text)] = int(row[0])
         return number
 

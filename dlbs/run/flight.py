@@ -1,19 +1,21 @@
-"""A sweep's SLURM jobs in flight: how many may be queued, and what became of each.
+"""A sweep's scheduler jobs in flight: how many may be queued, and what became of each.
 
 The run loop submits (it owns the results store) and hands each job id here; `poll()` looks
-at every job in flight with one `squeue` and returns the jobs that ended, each with its
-outcome. Between looks it enforces what a single `wait` used to: `exp.timeout` counts a
-job's run time (a job still running after it is cancelled and ends `timeout`), and a job
-pending for a reason the cluster can never satisfy is cancelled after `hopeless_after`
-seconds and ends `failure`. Jobs cancelled on purpose (`cancel`) end with the reason given
-(`interrupted`, or `skip`: a queued larger batch after an out-of-memory failure, which the
-loop records as skipped).
+at every job in flight at once (`SchedulerTarget.poll`: one `squeue` for SLURM) and returns
+the jobs that ended, each with its outcome. Between looks it enforces the rules: `exp.timeout`
+counts a job's run time (a job still running after it is cancelled and ends `timeout`), and
+a job pending for a reason the cluster can never satisfy (`JobState.hopeless`) is cancelled
+after the target's `hopeless_after` seconds and ends `failure`. Jobs cancelled on purpose
+(`cancel`) end with the reason given (`interrupted`, or `skip`: a queued job that the
+out-of-memory rule skips now, which the loop records as skipped).
 
 `room()` says how many more jobs may be submitted: `slurm.max_in_flight` (0: no limit),
-and a submit limit learnt from sbatch (`refused()`): when sbatch refuses a job for a limit,
+and a submit limit learnt from the scheduler (`refused()`): when it refuses a job for a limit,
 the jobs in flight then are taken as the limit: another goes when one ends, and one more
 than the limit is tried after a back-off delay (2 s, doubling to a minute, reset by a
 submission that is accepted beyond it).
+
+`follow()` is the same for one job: how a scheduler target's `wait` follows a job to its end.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.run.outcome import CANCELLED, FAILURE, INTERRUPTED, TIMEOUT, Outcome
-from dlbs.run.targets.slurm import HOPELESS_REASONS, JobState, SlurmTarget
+from dlbs.run.targets.scheduler import SUBMITTED, JobState, SchedulerTarget
 
 #: Why dlbs cancelled a job itself (`Flight.cancelled_for`).
 TIMED_OUT, HOPELESS, SKIP, STOPPED = "timeout", "hopeless", "skip", "interrupted"
@@ -46,22 +48,23 @@ class Flight:
     cancel_message: str = ""
 
 
-class SlurmFlights:
+class Flights:
     """The jobs in flight, and the rules of how many more may go; see the module doc."""
 
-    #: Seconds between two looks at the queue: from `poll_min`, growing to `poll_max` while
-    #: nothing changes.
-    poll_min = 0.2
+    #: Seconds between two looks at the queue: from the target's `poll_min`, growing to
+    #: `poll_max` (at most a second: the loop waits on its own jobs meanwhile) while nothing
+    #: changes.
     poll_max = 1.0
     backoff_min = 2.0
     backoff_max = 60.0
 
-    def __init__(self, target: SlurmTarget, max_in_flight: int) -> None:
+    def __init__(self, target: SchedulerTarget, max_in_flight: int) -> None:
         self.target = target
         self.max_in_flight = max_in_flight
         self.flights: dict[str, Flight] = {}
+        self.poll_min = target.poll_min
         self.interval = self.poll_min
-        self._limit: int | None = None      # a submit limit learnt from sbatch
+        self._limit: int | None = None      # a submit limit learnt from the scheduler
         self._retry_at = 0.0
         self._backoff = self.backoff_min
         self._unreachable_since: float | None = None
@@ -86,7 +89,7 @@ class SlurmFlights:
         return max(0, min(caps) - self.active)
 
     def accepted(self) -> None:
-        """A submission was accepted by sbatch: the back-off starts again from its minimum."""
+        """A submission was accepted: the back-off starts again from its minimum."""
         self._backoff = self.backoff_min
         if self._limit is not None and self.active > self._limit:
             self._limit = self.active
@@ -109,7 +112,7 @@ class SlurmFlights:
             ) -> Flight:
         """Track a job just `submitted` (pending, then), or a re-attached one."""
         flight = Flight(key, job_id, timeout if timeout and timeout > 0 else None,
-                        time.monotonic(), JobState("PENDING", "", 0.0) if submitted else None)
+                        time.monotonic(), SUBMITTED if submitted else None)
         self.flights[job_id] = flight
         self.interval = self.poll_min
         return flight
@@ -117,12 +120,13 @@ class SlurmFlights:
     def poll(self) -> list[tuple[Flight, Outcome]]:
         """One look at every job in flight; the jobs that ended, with their outcomes.
 
-        `LaunchError` once squeue has failed for `target.controller_patience` seconds.
+        `LaunchError` once the scheduler has not answered for `target.controller_patience`
+        seconds.
         """
         if not self.flights:
             return []
         try:
-            states = self.target.states(list(self.flights))
+            states = self.target.poll(list(self.flights))
             self._unreachable_since = None
         except LaunchError:
             self._unreachable_since = self._unreachable_since or time.monotonic()
@@ -147,16 +151,17 @@ class SlurmFlights:
         """Timeouts and hopeless pending reasons, between two looks."""
         if flight.cancelled_for:
             return
-        if state.state == "PENDING" and state.reason in HOPELESS_REASONS:
+        job = f"{self.target.job_word} {flight.job_id}"
+        if state.hopeless:
             flight.stuck_since = flight.stuck_since or now
             if now - flight.stuck_since >= self.target.hopeless_after:
-                self.cancel(flight, HOPELESS, f"SLURM job {flight.job_id} cannot start: "
-                                              f"pending with reason {state.reason}; cancelled")
+                self.cancel(flight, HOPELESS, f"{job} cannot start: pending with reason "
+                                              f"{state.reason}; cancelled")
             return
         flight.stuck_since = None
-        if flight.timeout and state.state == "RUNNING" and state.run_seconds >= flight.timeout:
-            self.cancel(flight, TIMED_OUT, f"SLURM job {flight.job_id} still running after the "
-                                           f"timeout of {flight.timeout:g} s; cancelled")
+        if flight.timeout and state.running and state.run_seconds >= flight.timeout:
+            self.cancel(flight, TIMED_OUT, f"{job} still running after the timeout of "
+                                           f"{flight.timeout:g} s; cancelled")
 
     def _outcome(self, flight: Flight) -> Outcome:
         outcome = self.target.final_outcome(flight.job_id, flight.state)
@@ -176,14 +181,17 @@ class SlurmFlights:
                       ) -> list[Flight]:
         """Cancel the jobs still pending that `chosen` picks (to be skipped); those cancelled."""
         picked = [f for f in self.flights.values()
-                  if not f.cancelled_for and f.state is not None and
-                  f.state.state == "PENDING" and chosen(f)]
+                  if not f.cancelled_for and f.state is not None and f.state.queued and
+                  chosen(f)]
         for flight in picked:
             self.cancel(flight, SKIP, message(flight))
         return picked
 
     def cancel_all(self, message: str) -> None:
-        """Cancel every job in flight (an interrupt with slurm.on_interrupt: cancel)."""
+        """Cancel every job in flight (an interrupt with slurm.on_interrupt: cancel).
+
+        `message` may name the job as `{job_id}`.
+        """
         for flight in self.flights.values():
             if flight.cancelled_for is None:
                 self.cancel(flight, STOPPED, message.format(job_id=flight.job_id))
@@ -204,3 +212,23 @@ class SlurmFlights:
                 elif give_up.wait(self.poll_min):
                     break
         return ended
+
+
+def follow(target: SchedulerTarget, job_id: str, timeout: float | None) -> Outcome:
+    """Follow one job to its end, with the rules of the module doc; see `SchedulerTarget.wait`.
+
+    A KeyboardInterrupt cancels the job and returns status interrupted.
+    """
+    flights = Flights(target, max_in_flight=0)
+    flights.poll_max = target.poll_max
+    flight = flights.add(None, job_id, timeout, submitted=False)
+    try:
+        while True:
+            for _, outcome in flights.poll():
+                return outcome
+            time.sleep(flights.interval)
+    except KeyboardInterrupt:
+        if not flight.cancelled_for:
+            target.cancel(job_id)
+        return Outcome(INTERRUPTED, f"interrupted by the user; {target.job_word} {job_id} "
+                       "cancelled", details={"job_id": job_id})

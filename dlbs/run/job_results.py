@@ -1,4 +1,4 @@
-"""What a SLURM job's node monitors wrote, turned into an attempt's environment and results.
+"""What a scheduler job's node monitors wrote, turned into an attempt's environment and results.
 
 Each node of a job writes `__job.environment.<node>__` and, with `monitor.frequency`,
 `__job.monitor.<node>__` (`dlbs.monitor.node`) into a file beside the log, which the job
@@ -24,12 +24,23 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY
+from dlbs.monitor.node import ENVIRONMENT_KEY, MONITOR_KEY, NODE_FILE_SUFFIX
+from dlbs.monitor.sampling import ENERGY_UNAVAILABLE
 from dlbs.run.logs import append_to_log
-from dlbs.run.targets.slurm import node_files
 
 SUMMED = ("cpu", "rss", "gpu_mem", "gpu_power")
 AVERAGED = ("gpu_util",)
+
+
+def node_files(log_path: str) -> list[str]:
+    """The node monitor files of a log (`<log>.<node>.dlbs-node`) that exist now."""
+    folder, name = os.path.split(os.path.abspath(log_path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(os.path.join(folder, entry) for entry in entries
+                  if entry.startswith(name + ".") and entry.endswith(NODE_FILE_SUFFIX))
 
 
 def absorb_node_files(log_path: str) -> None:
@@ -86,7 +97,7 @@ def job_environment(environments: Mapping[str, Any],
 
 def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, Any]:
     """`results.use.*` from the nodes' monitors; `attempt_start` is the epoch of its start."""
-    nodes: dict[str, dict[str, list[Any]]] = {}
+    nodes: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     periods = []
     for name in sorted(monitors):
@@ -95,8 +106,10 @@ def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, An
         if not isinstance(series, dict) or not isinstance(series.get("time"), list):
             continue
         offset = float(data.get("start") or attempt_start) - attempt_start
-        rebased = {key: list(values) for key, values in series.items()
-                   if isinstance(values, list)}
+        rebased: dict[str, Any] = {key: list(values) for key, values in series.items()
+                                   if isinstance(values, list)}
+        if isinstance(series.get(ENERGY_UNAVAILABLE), str):  # why there is no energy series
+            rebased[ENERGY_UNAVAILABLE] = series[ENERGY_UNAVAILABLE]
         rebased["time"] = [round(offset + float(t), 4) for t in series["time"]]
         nodes[name] = rebased
         periods.append(float(data.get("frequency") or 0))

@@ -1,4 +1,9 @@
-"""An attempt's final status, from what the target saw and what the backend printed."""
+"""An attempt's final status, from what the target saw and what the backend printed.
+
+What the backend printed is judged by the one rule every reader of a log uses
+(`dlbs.results.protocol.judge_status`): its own `results.status`, else ok only with a
+positive, finite `results.time` (a DLBS log). An infinite or NaN time is no time at all.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dlbs.results.protocol import judge_status
 from dlbs.run.outcome import Outcome
 
 _OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA error: out of memory|"
@@ -25,8 +31,8 @@ def judge(outcome: Outcome, printed: Mapping[str, Any], experiment: Mapping[str,
     """Combine the target's outcome with the backend's protocol lines.
 
     The target's word wins for timeouts, interrupts and cancellations; a process that
-    exited non-zero is a failure whatever it printed; an exit 0 counts only with a
-    `results.status` of ok, or (DLBS logs) a positive `results.time`.
+    exited non-zero is a failure whatever it printed; an exit 0 counts only when what it
+    printed is judged ok (see the module doc).
     """
     results = {key: value for key, value in printed.items()
                if key.startswith("results.") or experiment.get(key) != value}
@@ -35,12 +41,15 @@ def judge(outcome: Outcome, printed: Mapping[str, Any], experiment: Mapping[str,
     if outcome.status != "ok":
         status = outcome.status
         message = "; ".join(m for m in (outcome.message, _text(printed_message)) if m) or None
-    elif printed_status is not None and printed_status != "ok":
-        status, message = "failure", _text(printed_message) or f"backend said {printed_status}"
-    elif printed_status is None and not _positive(printed.get("results.time")):
-        status, message = "failure", "the backend printed no results"
-    else:
+    elif judge_status(dict(printed))["results.status"] == "ok":
         status, message = "ok", None
+    elif printed_status is not None:
+        status, message = "failure", _text(printed_message) or f"backend said {printed_status}"
+    elif "results.time" in printed:
+        status = "failure"
+        message = f"the backend printed no valid results.time ({printed['results.time']!r})"
+    else:
+        status, message = "failure", "the backend printed no results"
     results.pop("results.status", None)
     results.pop("results.status_msg", None)
     oom = status == "failure" and bool(_OOM.search(message or ""))
@@ -49,7 +58,3 @@ def judge(outcome: Outcome, printed: Mapping[str, Any], experiment: Mapping[str,
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0

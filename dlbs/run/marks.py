@@ -1,13 +1,19 @@
 """The mark of a running attempt: what a later `dlbs run` needs to stop it after dlbs died.
 
 Before a local or container experiment starts, the run loop gives its attempt a mark: the
-target that runs it, a token unique to the attempt, this host and its boot. The target tags
-what it starts with the token (a local process tree's environment `DLBS_ATTEMPT`, a
-container's label `dlbs.attempt`); once the benchmark runs, its process tree's root (pid and
-start time) is added. The mark is recorded in the attempt's `job_id` as `run:` + JSON (the
-column otherwise holds a SLURM job id), before the benchmark starts: a `dlbs run` killed at
-any moment leaves an open attempt whose mark tells the next run what to stop
-(`ProcessTarget.stop_leftovers`).
+target that runs it, a token unique to the attempt, this host and its boot, and the run
+that owns it (`owner`: this dlbs process, `orphans.owner_identity`). The target tags what
+it starts with the token and the owner (a local process tree's environment `DLBS_ATTEMPT`
+and `DLBS_RUN`, a container's labels `dlbs.attempt` and `dlbs.run`); once the benchmark
+runs, its process tree's root (pid and start time) is added, for messages: only what
+carries the token is ever stopped, and never what a run that still runs owns. The mark is
+recorded in the attempt's `job_id` as `run:` + JSON (the column otherwise holds a scheduler's
+job id), before the benchmark starts: a `dlbs run` killed at any moment leaves an open
+attempt whose mark tells the next run what to stop (`ProcessTarget.stop_leftovers`).
+
+A scheduler's attempt has no mark: its job id column holds `pending:<name>:<index>` from just
+before the submission until the scheduler's answer (the job id) is recorded, so that a loop
+killed in between finds the job by its name (`SchedulerTarget.find_submitted`).
 """
 
 from __future__ import annotations
@@ -18,24 +24,38 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from dlbs.run.targets.orphans import boot_id, start_ticks
+from dlbs.run.targets.orphans import boot_id, owner_identity, owner_lives, start_ticks
 
 PREFIX = "run:"
+PENDING_PREFIX = "pending:"
 #: The environment variable that carries a local attempt's token to its whole process tree.
 TOKEN_VARIABLE = "DLBS_ATTEMPT"
 #: The label that carries a container attempt's token.
 TOKEN_LABEL = "dlbs.attempt"
+#: The environment variable and the label that carry the run that owns an attempt.
+OWNER_VARIABLE = "DLBS_RUN"
+OWNER_LABEL = "dlbs.run"
 
 
 def new_mark(target: str) -> dict[str, Any]:
     """A fresh mark for an attempt that `target` is about to run."""
     return {"target": target, "token": uuid.uuid4().hex, "host": socket.gethostname(),
-            "boot": boot_id()}
+            "boot": boot_id(), "owner": owner_identity()}
 
 
 def with_process(mark: Mapping[str, Any], pid: int) -> dict[str, Any]:
     """The mark, with the root of the started process tree (pid and start time)."""
     return {**mark, "pid": pid, "start": start_ticks(pid)}
+
+
+def owned_by_a_live_run(mark: Mapping[str, Any]) -> bool:
+    """Whether the run that recorded the mark runs on this host now (and is not this one).
+
+    The mark's attempt ran where its `host` says; a mark of another host tells nothing here.
+    """
+    owner = mark.get("owner")
+    return isinstance(owner, str) and mark.get("host") == socket.gethostname() and \
+        owner_lives(owner, elsewhere=False)
 
 
 def encode(mark: Mapping[str, Any]) -> str:
@@ -61,3 +81,19 @@ def decode(job_id: str) -> dict[str, Any] | None:
         return None
     return mark
 
+
+
+def pending(name: str, index: int | None) -> str:
+    """The job id column of an attempt about to be submitted as entry `index` of `name`."""
+    return f"{PENDING_PREFIX}{name}:{'' if index is None else index}"
+
+
+def is_pending(job_id: str | None) -> bool:
+    """Whether an attempt's job id is a pending submission's name (not a job id yet)."""
+    return bool(job_id) and str(job_id).startswith(PENDING_PREFIX)
+
+
+def decode_pending(job_id: str) -> tuple[str, int | None]:
+    """The submission's name and the attempt's entry in it (None: the only one)."""
+    name, _, index = job_id[len(PENDING_PREFIX):].partition(":")
+    return name, int(index) if index.isdigit() else None

@@ -12,6 +12,8 @@ RUN = "run"
 SKIP = "skip"          # recorded as skipped, with the reason
 IGNORE = "ignore"      # not run and not recorded (disabled, already done)
 SIMULATE = "simulate"  # print the request, run nothing
+FAIL = "fail"          # recorded as a failure, with the reason, without running (an input
+                       # or a GPU it needs is not on this host: dlbs/run/host_check.py)
 
 
 @dataclass(frozen=True)
@@ -39,12 +41,24 @@ def decide(experiment: Mapping[str, Any], latest_status: str | None,
             return Decision(IGNORE, f"already recorded ({latest_status}); exp.rerun is never")
         if rerun == "onfail" and latest_status == "ok":
             return Decision(IGNORE, "already recorded ok; exp.rerun is onfail")
-    batch = experiment.get("exp.replica_batch")
-    if oom_limit is not None and isinstance(batch, int) and batch >= oom_limit and \
-            not experiment.get("exp.ignore_past_errors"):
-        return Decision(SKIP, f"replica batch {batch} >= {oom_limit}, which ran out of memory "
-                              f"before (set exp.ignore_past_errors to try)")
+    if too_large(experiment, oom_limit):
+        return Decision(SKIP, f"replica batch {experiment['exp.replica_batch']} >= {oom_limit}, "
+                              f"which ran out of memory before (set exp.ignore_past_errors to "
+                              f"try)")
     return Decision(RUN)
+
+
+def too_large(experiment: Mapping[str, Any], oom_limit: int | None) -> bool:
+    """The out-of-memory rule: skip a replica batch at or above `oom_limit`.
+
+    `oom_limit` is the smallest replica batch of the experiment's kind (`oom_key`) known to
+    run out of memory; `exp.ignore_past_errors` runs it anyway. The run loop applies it to
+    every experiment before the sweep, again when its turn comes, and to the scheduler jobs
+    still queued when one of their kind runs out of memory.
+    """
+    batch = experiment.get("exp.replica_batch")
+    return oom_limit is not None and isinstance(batch, int) and batch >= oom_limit and \
+        not experiment.get("exp.ignore_past_errors")
 
 
 def oom_key(experiment: Mapping[str, Any]) -> tuple[str, str, str, str, str]:

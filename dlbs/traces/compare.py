@@ -12,7 +12,7 @@ from typing import Any
 from dlbs.traces.views import Table, ViewError
 
 #: The views whose rows mean the same thing in two traces.
-COMPARABLE = ("summary", "layers", "layer_tree", "kernels")
+COMPARABLE = ("summary", "layers", "layer_tree", "operators", "kernels")
 
 
 def compare(first: Table, second: Table, top: int | None = None) -> Table:

@@ -22,6 +22,8 @@ PHASES = ("data_wait", "forward", "backward", "communication", "optimizer")
 
 #: Framework operators: PyTorch's profiler (`cpu_op`), MXNet's profiler (`operator`).
 OPERATOR_CATEGORIES = frozenset({"cpu_op", "operator"})
+#: An operator's input shapes, one list of dims per input (PyTorch's `record_shapes`).
+INPUT_SHAPES_ARG = "Input Dims"
 #: Work on a GPU: kernels and copies (PyTorch's profiler through CUPTI).
 KERNEL_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 #: The layer, operator and phase a kernel was launched from (written by the backend).

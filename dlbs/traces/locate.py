@@ -1,6 +1,9 @@
-"""Which trace file a `dlbs trace` argument means: a trace, a log, or a results database.
+"""Which trace file a `dlbs trace` argument means: a trace, a log, a database or a folder.
 
 - A gzip file or a JSON file is the trace itself.
+- A folder holds traces: the `*.trace.json.gz` and `*.trace.json` files under it (the
+  names dlbs gives them), and those its `results.db` names. With one, that is the trace;
+  with several, `dlbs trace` lists them; with `--id`, its `results.db` is the source.
 - A results database (SQLite) needs the experiment's id (`--id`), unless one experiment
   alone has a trace; its newest attempt that wrote a trace gives `results.trace_file`.
 - Anything else is read as a log: its `results.trace_file` line, which the backend prints
@@ -13,12 +16,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import ResultsStore, is_sqlite_file
+from dlbs.results.store import is_store, is_store_url, open_store, store_name
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
 
 TRACE_KEY = "results.trace_file"
+#: The names of trace files that a folder is searched for (exp.trace_file's default suffix).
+TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
+#: The database a folder of logs holds (exp.log_dir's `results.db`).
+FOLDER_DATABASE = "results.db"
 
 
 @dataclass(frozen=True)
@@ -36,12 +44,23 @@ class Located:
 
 def locate(source: str, exp_id: str | None = None) -> Located:
     """The trace that `source` (and, for a database, `exp_id`) names."""
+    if is_store_url(source):
+        return _from_database(source, exp_id)
     if not os.path.exists(source):
         raise TraceError(f"{source}: no such file")
     if os.path.isdir(source):
-        raise TraceError(f"{source} is a folder", hint="name a log, a trace or a results "
-                                                       "database")
-    if is_sqlite_file(source):
+        database = database_in(source)
+        if exp_id is not None and database is not None:
+            return _from_database(database, exp_id)
+        found = traces_in(source)
+        if len(found) != 1:
+            raise TraceError(f"{source} holds {len(found)} traces" +
+                             (" (dlbs trace lists them)" if found else ""),
+                             hint="name one of them, a log or a results database with --id"
+                             if found else "run an experiment with exp.trace_level set "
+                                           "(docs/tracing.md)")
+        return Located(found[0], source)
+    if is_store(source):
         return _from_database(source, exp_id)
     if exp_id is not None:
         raise TraceError(f"--id {exp_id}: {source} is not a results database",
@@ -49,6 +68,29 @@ def locate(source: str, exp_id: str | None = None) -> Located:
     if _looks_like_trace(source):
         return Located(source, source)
     return _from_log(source)
+
+
+def database_in(folder: str) -> str | None:
+    """The folder's results database (`results.db`, as exp.log_dir holds it), if any."""
+    database = os.path.join(folder, FOLDER_DATABASE)
+    return database if is_store(database) else None
+
+
+def traces_in(folder: str) -> list[str]:
+    """The trace files of a folder, sorted: by their names, and as its results.db names them."""
+    found = {os.path.realpath(path): str(path) for path in Path(folder).rglob("*")
+             if path.name.endswith(TRACE_SUFFIXES) and path.is_file()}
+    database = database_in(folder)
+    if database is not None:
+        with open_store(database, read_only=True) as store:  # a reader (docs/security.md)
+            named = {a.results.get(TRACE_KEY) for a in store.attempts()}
+        for trace in sorted(t for t in named if isinstance(t, str) and t):
+            try:
+                path = _existing(trace, database)
+            except TraceError:  # deleted since: what the folder holds is what there is
+                continue
+            found.setdefault(os.path.realpath(path), path)
+    return sorted(found.values())
 
 
 def _looks_like_trace(path: str) -> bool:
@@ -72,8 +114,9 @@ def _from_log(path: str) -> Located:
     return Located(_existing(trace, path), path, values.get("exp.id"))
 
 
-def _from_database(path: str, exp_id: str | None) -> Located:
-    with ResultsStore(path, read_only=True) as store:  # a reader (docs/security.md)
+def _from_database(location: str, exp_id: str | None) -> Located:
+    path = store_name(location)
+    with open_store(location, read_only=True) as store:  # a reader (docs/security.md)
         attempts = store.attempts(exp_id) if exp_id else store.attempts()
     traced = [a for a in attempts if isinstance(a.results.get(TRACE_KEY), str)
               and a.results[TRACE_KEY]]

@@ -2,9 +2,10 @@
 
 Every view reads the trace's spans one at a time and keeps aggregates: per name, per layer,
 per kernel, per step. So memory grows with the number of distinct names and traced batches,
-not with the file's size. Two exceptions, said where they are: `layers` keeps each layer
-call's time (for its percentiles), and the summary of a kernel trace keeps each kernel's start
-and end (16 bytes) to measure how long the device was busy.
+not with the file's size. Three exceptions, said where they are: `layers` keeps each layer
+call's time (for its percentiles), the summary of a kernel trace keeps each kernel's start
+and end (16 bytes) to measure how long the device was busy, and `operators` keeps each
+operator call's start, duration and name (20 bytes) to take its nested operators' time out.
 
 Times in a table are milliseconds (the trace's microseconds / 1000); a share is a fraction
 of the traced steps' total time. Definitions: docs/tracing.md ("Views").
@@ -23,11 +24,13 @@ import numpy as np
 
 from dlbs.errors import DlbsError
 from dlbs.traces.events import (
+    INPUT_SHAPES_ARG,
     KERNEL_CATEGORIES,
     KERNEL_LAYER_ARG,
     KERNEL_OPERATOR_ARG,
     KERNEL_PHASE_ARG,
     LAYER,
+    OPERATOR_CATEGORIES,
     PHASE,
     PHASES,
     Span,
@@ -36,11 +39,15 @@ from dlbs.traces.events import (
 )
 from dlbs.traces.reader import TraceFile
 
-VIEWS = ("summary", "layers", "layer_tree", "kernels", "eventflow", "duration")
-SORTS = ("total", "mean", "count")
+VIEWS = ("summary", "layers", "layer_tree", "operators", "kernels", "eventflow", "duration")
+SORTS = ("total", "self", "mean", "count")
 #: What `eventflow` lists when no --top is given (0 lists every event).
 EVENTFLOW_DEFAULT_TOP = 1000
 US_PER_MS = 1000.0
+#: The `layers` row of the step time that no layer span covers (backward, optimizer, ...).
+OUTSIDE_LAYERS = "(outside layers)"
+#: The input shapes an `operators` row lists (its most called ones).
+SHAPES_LISTED = 3
 
 
 class ViewError(DlbsError):
@@ -96,6 +103,10 @@ class _Steps:
         return None
 
 
+#: What a view that lists its rows in a fixed order says to --sort.
+RANKED_ONLY = "--sort applies to the layers, layer_tree, operators and kernels views"
+
+
 def _ms(microseconds: float) -> float:
     return microseconds / US_PER_MS
 
@@ -120,7 +131,7 @@ def _top(rows: list[dict[str, Any]], top: int | None) -> list[dict[str, Any]]:
 def summary(trace: TraceFile, sort: str | None = None, top: int | None = None) -> Table:
     """Where a step's time went: data wait, compute, communication, optimizer, the rest."""
     if sort is not None:
-        raise ViewError("--sort applies to the layers, layer_tree and kernels views")
+        raise ViewError(RANKED_ONLY)
     steps = _Steps()
     phases = dict.fromkeys(PHASES, 0.0)
     collective_ops = collective_kernels = 0.0
@@ -190,11 +201,17 @@ def _busy_time(intervals: array, steps: _Steps) -> float:
 
 # -- layers -------------------------------------------------------------------------------
 def layers(trace: TraceFile, sort: str | None = None, top: int | None = None) -> Table:
-    """Per layer: calls, mean, median and 99th percentile of a call, total and share."""
+    """Per layer: calls, mean, median and 99th percentile of a call, total, self and shares.
+
+    `total_ms` is inclusive (a layer's calls, with the layers they call), so its shares add
+    to more than 100%; `self_ms` leaves the child layers' time out, and the self shares,
+    with the `(outside layers)` row (the step time no layer covers), add to 100%.
+    """
     steps = _Steps()
     durations: dict[str, array] = {}
     kinds: dict[str, str] = {}
     depths: dict[str, int] = {}
+    children_time: dict[str, float] = {}
     for span in trace.spans():
         if is_step(span):
             steps.add(span)
@@ -203,23 +220,41 @@ def layers(trace: TraceFile, sort: str | None = None, top: int | None = None) ->
             kinds.setdefault(span.name, str(span.args.get("type", "")))
             depth = span.args.get("depth")
             depths.setdefault(span.name, depth if isinstance(depth, int) else 0)
-    table = Table("layers", ["layer", "type", "depth", "calls", "total_ms", "mean_ms", "p50_ms",
-                             "p99_ms", "share"], ["layer"], "mean_ms", steps=steps.count)
+            parent = span.args.get("parent")
+            if isinstance(parent, str) and parent and parent != span.name:
+                children_time[parent] = children_time.get(parent, 0.0) + span.dur
+    table = Table("layers", ["layer", "type", "depth", "calls", "total_ms", "self_ms", "mean_ms",
+                             "p50_ms", "p99_ms", "share", "self_share"], ["layer"], "mean_ms",
+                  steps=steps.count)
     whole = steps.total
     rows = []
+    in_layers = 0.0
     for name, values in durations.items():
         data = np.frombuffer(values, dtype=np.float64)
         total = float(data.sum())
+        own = max(0.0, total - children_time.get(name, 0.0))
+        in_layers += own
         rows.append({"layer": name, "name": name, "type": kinds[name], "depth": depths[name],
-                     "calls": len(data), "total_ms": _ms(total), "mean_ms": _ms(total) / len(data),
+                     "calls": len(data), "total_ms": _ms(total), "self_ms": _ms(own),
+                     "mean_ms": _ms(total) / len(data),
                      "p50_ms": _ms(float(np.percentile(data, 50))),
                      "p99_ms": _ms(float(np.percentile(data, 99))),
-                     "share": _share(total, whole)})
-    rows = _sorted_rows(rows, sort, {"total": "total_ms", "mean": "mean_ms", "count": "calls"},
-                        "total", "layers")
+                     "share": _share(total, whole), "self_share": _share(own, whole)})
+    rows = _sorted_rows(rows, sort, {"total": "total_ms", "self": "self_ms", "mean": "mean_ms",
+                                     "count": "calls"}, "total", "layers")
     table.rows = _strip_names(_top(rows, top))
     if not durations:
         table.notes.append(_no_layers_note(trace))
+    elif whole > 0:
+        outside = max(0.0, whole - in_layers)
+        table.rows.append({"layer": OUTSIDE_LAYERS, "type": "", "depth": None, "calls": None,
+                           "total_ms": _ms(outside), "self_ms": _ms(outside), "mean_ms": None,
+                           "p50_ms": None, "p99_ms": None, "share": _share(outside, whole),
+                           "self_share": _share(outside, whole)})
+        table.notes.append(f"share: of the steps' time, including the layers a layer calls "
+                           f"(so they add to more than 100%); self_share leaves those out and, "
+                           f"with {OUTSIDE_LAYERS} (backward, optimizer, data wait: the step "
+                           f"time no layer span covers), adds to 100%")
     return table
 
 
@@ -276,8 +311,9 @@ def layer_tree(trace: TraceFile, sort: str | None = None, top: int | None = None
             roots.append(name)
         for parent in known:
             children.setdefault(parent, []).append(name)
-    columns = {"total": lambda n: -inclusive[n], "mean": lambda n: -inclusive[n] / calls[n],
-               "count": lambda n: -calls[n]}
+    columns = {"total": lambda n: -inclusive[n],
+               "self": lambda n: -(inclusive[n] - children_time.get(n, 0.0)),
+               "mean": lambda n: -inclusive[n] / calls[n], "count": lambda n: -calls[n]}
     if sort is not None and sort not in columns:
         raise ViewError(f"--sort {sort}: the layer_tree view sorts by {', '.join(columns)}")
     order: Callable[[str], Any] = columns[sort] if sort else first.__getitem__
@@ -301,6 +337,118 @@ def layer_tree(trace: TraceFile, sort: str | None = None, top: int | None = None
         visit(root, 0)
     table.rows = _top(table.rows, top)
     return table
+
+
+# -- operators ----------------------------------------------------------------------------
+def operators(trace: TraceFile, sort: str | None = None, top: int | None = None) -> Table:
+    """Per framework operator (`aten::conv2d`): calls, self and total time, input shapes.
+
+    An operator's self time leaves out the operators it calls (`aten::linear` calls
+    `aten::addmm`): the spans nested in it on the same thread. Each call's start, duration
+    and name are kept (20 bytes) until the file is read, to find what is nested in what.
+    """
+    steps = _Steps()
+    calls: dict[tuple[Any, Any], tuple[array, array, array]] = {}
+    names: dict[str, int] = {}
+    shapes: dict[str, dict[str, int]] = {}
+    for span in trace.spans():
+        if is_step(span):
+            steps.add(span)
+        elif span.cat in OPERATOR_CATEGORIES:
+            starts, lengths, ids = calls.setdefault((span.pid, span.tid), (
+                array("d"), array("d"), array("i")))
+            starts.append(span.ts)
+            lengths.append(span.dur)
+            ids.append(names.setdefault(span.name, len(names)))
+            shape = _input_shapes(span.args.get(INPUT_SHAPES_ARG))
+            if shape is not None:
+                seen = shapes.setdefault(span.name, {})
+                seen[shape] = seen.get(shape, 0) + 1
+    table = Table("operators", ["operator", "calls", "self_ms", "total_ms", "mean_ms",
+                                "self_per_step_ms", "self_share", "shapes"], ["operator"],
+                  "self_per_step_ms", steps=steps.count)
+    if not calls:
+        table.notes.append(_no_operators_note(trace))
+        return table
+    count = np.zeros(len(names), dtype=np.int64)
+    total = np.zeros(len(names))
+    own = np.zeros(len(names))
+    for starts, lengths, ids in calls.values():
+        ts, dur = np.frombuffer(starts), np.frombuffer(lengths)
+        which = np.frombuffer(ids, dtype=np.int32)
+        self_time = _self_times(ts, dur)
+        np.add.at(count, which, 1)
+        np.add.at(total, which, dur)
+        np.add.at(own, which, self_time)
+    whole = steps.total
+    rows = []
+    for name, index in names.items():
+        listed = sorted(shapes.get(name, {}).items(), key=lambda item: (-item[1], item[0]))
+        text = "; ".join(shape for shape, _ in listed[:SHAPES_LISTED])
+        if len(listed) > SHAPES_LISTED:
+            text += f"; +{len(listed) - SHAPES_LISTED} more"
+        rows.append({"operator": name, "name": name, "calls": int(count[index]),
+                     "self_ms": _ms(float(own[index])), "total_ms": _ms(float(total[index])),
+                     "mean_ms": _ms(float(total[index])) / int(count[index]),
+                     "self_per_step_ms": _ms(float(own[index])) / steps.count
+                     if steps.count else None,
+                     "self_share": _share(float(own[index]), whole), "shapes": text})
+    rows = _sorted_rows(rows, sort, {"total": "total_ms", "self": "self_ms", "mean": "mean_ms",
+                                     "count": "calls"}, "self", "operators")
+    table.rows = _strip_names(_top(rows, top))
+    table.notes.append("self_ms: an operator's own time, without the operators it calls "
+                       "(total_ms includes them); host time: on a GPU the kernels' device time "
+                       "is in the kernels view")
+    if len(calls) > 1:
+        table.notes.append(f"operators ran on {len(calls)} threads: their self shares may add "
+                           f"to more than 100% of the steps")
+    if not shapes:
+        table.notes.append("no input shapes: they are recorded at exp.trace_level full "
+                           "(PyTorch)")
+    return table
+
+
+#: Calls handed to the Python loop of `_self_times` at once (bounds its temporary lists).
+SELF_TIME_CHUNK = 1 << 16
+
+
+def _self_times(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each call's duration less its directly nested calls' (spans of one thread).
+
+    The calls in start order (an enclosing call before the calls it makes, which start with
+    it or later): a call is nested in the innermost open call that has not ended by its start.
+    """
+    order = np.lexsort((-lengths, starts))  # stable: of two equal spans, the first encloses
+    nested = np.zeros(len(order))  # by position in `order`
+    stack: list[tuple[float, int]] = []  # (end, position) of the open enclosing calls
+    for first in range(0, len(order), SELF_TIME_CHUNK):
+        chunk = order[first:first + SELF_TIME_CHUNK]
+        for position, start, length in zip(range(first, first + len(chunk)),
+                                           starts[chunk].tolist(), lengths[chunk].tolist()):
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            if stack:
+                nested[stack[-1][1]] += length
+            stack.append((start + length, position))
+    own = np.empty(len(order))
+    own[order] = lengths[order] - nested
+    return np.maximum(own, 0.0)
+
+
+def _input_shapes(dims: Any) -> str | None:
+    """`Input Dims` as text: each tensor's dims joined by x (2x3x224x224), blanks between."""
+    if not isinstance(dims, list):
+        return None
+    tensors = ["x".join(str(d) for d in item) for item in dims
+               if isinstance(item, list) and item]
+    return " ".join(tensors) if tensors else "-"
+
+
+def _no_operators_note(trace: TraceFile) -> str:
+    level = trace.metadata().get("trace_level")
+    if level in ("none", "step", "layer"):
+        return (f"no operators: this trace is at level {level} (operator or above has them)")
+    return "no operators in this trace (cpu_op or operator events)"
 
 
 # -- kernels ------------------------------------------------------------------------------
@@ -349,7 +497,7 @@ def kernels(trace: TraceFile, sort: str | None = None, top: int | None = None) -
 def eventflow(trace: TraceFile, sort: str | None = None, top: int | None = None) -> Table:
     """The events in time order: start (from the trace's first event), duration, name."""
     if sort is not None:
-        raise ViewError("--sort applies to the layers, layer_tree and kernels views")
+        raise ViewError(RANKED_ONLY)
     limit = EVENTFLOW_DEFAULT_TOP if top is None else top
     heap: list[tuple[float, int, Span]] = []
     earliest = None
@@ -379,7 +527,7 @@ def eventflow(trace: TraceFile, sort: str | None = None, top: int | None = None)
 def duration(trace: TraceFile, sort: str | None = None, top: int | None = None) -> Table:
     """Per traced batch: the step and its phases."""
     if sort is not None:
-        raise ViewError("--sort applies to the layers, layer_tree and kernels views")
+        raise ViewError(RANKED_ONLY)
     steps = _Steps()
     phase_spans: list[tuple[float, str, float]] = []
     for span in trace.spans():
@@ -408,9 +556,27 @@ def duration(trace: TraceFile, sort: str | None = None, top: int | None = None) 
     return table
 
 
+# -- a folder's traces ----------------------------------------------------------------------
+#: What `listing` shows of each trace's metadata (written by dlbs; other traces leave it empty).
+LISTED_METADATA = ("framework", "model", "phase", "device", "dtype", "batch_size",
+                   "trace_level", "trace_batches")
+
+
+def listing(traces: list[TraceFile]) -> Table:
+    """One row per trace (a folder's): its path and what its metadata says it traced."""
+    table = Table("traces", ["trace", *LISTED_METADATA], ["trace"], "trace_batches")
+    for trace in traces:
+        meta = trace.metadata()
+        table.rows.append({"trace": trace.path, **{key: meta.get(key) for key in
+                                                   LISTED_METADATA}})
+    table.notes.append(f"{len(traces)} traces: name one (dlbs trace PATH --view ...) to see "
+                       f"its tables, or two to compare them")
+    return table
+
+
 VIEW_FUNCTIONS: dict[str, Callable[..., Table]] = {
-    "summary": summary, "layers": layers, "layer_tree": layer_tree, "kernels": kernels,
-    "eventflow": eventflow, "duration": duration,
+    "summary": summary, "layers": layers, "layer_tree": layer_tree, "operators": operators,
+    "kernels": kernels, "eventflow": eventflow, "duration": duration,
 }
 
 

@@ -1,9 +1,15 @@
-"""The one reading of yes/no words: `true/yes/on/1` and `false/no/off/0`, any case."""
+"""The one reading of yes/no words: `true/yes/on/1/t/y` and `false/no/off/0/f/n`, any case.
+
+The backends read their boolean flags with the same words (python/benchmark_common/flags.py,
+which cannot import dlbs); tests/unit/test_backend_boundary.py keeps the two lists equal.
+"""
 
 from __future__ import annotations
 
-TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
-FALSE_WORDS = frozenset({"false", "no", "off", "0"})
+TRUE_WORDS = ("true", "yes", "on", "1", "t", "y")
+FALSE_WORDS = ("false", "no", "off", "0", "f", "n")
+#: The words as an error message lists them: true/false/yes/no/...
+WORDS_TEXT = "/".join(word for pair in zip(TRUE_WORDS, FALSE_WORDS) for word in pair)
 
 
 def parse_bool(text: str) -> bool | None:

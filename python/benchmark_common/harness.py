@@ -2,23 +2,45 @@
 
 `run_evaluation(system, options, ...)` runs `options.scenario` against an `InferenceSystem`
 and returns the protocol's `results.*` keys (docs/backends/protocol.md section 4), read from
-LoadGen's own log (`loadgen_log`) and, for `accuracy`, from the answers. How each scenario
-is served (docs/evaluation.md says the same for users):
+LoadGen's own log (`loadgen_log`) and, for `accuracy`, from the answers. docs/evaluation.md
+says the same for users ("How the backends serve LoadGen", "Getting the GPU's real numbers").
 
-- single_stream, multi_stream: LoadGen issues one query at a time (1 and `batch_size`
-  samples); the query runs as one batch on LoadGen's thread and completes when it is done.
-- offline: one query of all samples, served in batches of `batch_size` (the last one may be
-  smaller), each batch completed as soon as it is done.
-- server: queries arrive at `target_qps` (Poisson); a thread of their own takes whatever
-  waits, up to `batch_size` samples, as one batch.
-- max_qps: server under LoadGen's FindPeakPerformance mode, which doubles the rate until
-  the latency percentile breaks the bound, then bisects. It must start from a rate that
-  passes: one over the measured batch-1 latency, halved until it passes.
+Before LoadGen starts, everything its run will use is made ready, so that nothing compiles,
+autotunes or captures inside it:
+- every batch size the scenario can form is prepared on every lane of the system (a stream
+  of a device; `InferenceSystem.prepare`): single_stream 1; multi_stream, offline and
+  accuracy `batch_size` (a shorter last batch is padded up to it); server and max_qps 1, 2,
+  4, ... up to `batch_size` (`bucket_sizes`: a batch in between is padded up to the next);
+- the numbers that size LoadGen's run are measured on the path that will serve: the batch-1
+  and full-batch latencies on lane 0, the rate of full batches through the lanes' threads;
+- Python's garbage collector is frozen over what preparing made (a collection inside the
+  run then scans only what the run makes) and the thread switch interval is shortened
+  (`SWITCH_INTERVAL_S`), so that LoadGen's thread, which needs the interpreter to issue each
+  query, never waits long for a thread that launches a batch.
+The system's count of compilations is read before and after the run: the difference is
+`results.recompiles`, and more than 0 adds a warning (`results.stats_warnings`). On a
+device that runs asynchronously, the share of each batch's time spent launching it is
+`results.launch_fraction`; above `HOST_BOUND_FRACTION` the host, not the device, set the
+pace, and a warning says so.
+
+Serving:
+- single_stream, multi_stream: LoadGen issues one query at a time; it runs as one batch on
+  lane 0, on LoadGen's thread, and completes when it is done.
+- offline, accuracy, server, max_qps: the samples of every query wait in one queue; each
+  lane has a thread that, whenever its lane is free, takes up to `batch_size` waiting samples
+  as one batch, runs it, and completes its samples. server and max_qps: a batch that is not
+  full waits until its first sample has waited `max_queue_delay_ms` (0: it never waits).
+- max_qps: server runs at rates the harness searches (`_find_peak`): from 0.9 of the
+  calibrated rate, up while the latency percentile keeps the bound and down while it
+  breaks it, then bisecting to `MAX_QPS_PRECISION`; bounded (`MAX_QPS_TRIALS`, trials cut at
+  `MAX_QPS_TRIAL_STRETCH` x the minimum duration, no rate too low to fill one).
 - accuracy: LoadGen's AccuracyOnly mode issues every sample once (offline queries, loading
   the dataset in parts); top-1 and top-5 are counted here.
 
-Before LoadGen starts, each batch size the scenario uses is warmed up, and the latencies
-that size LoadGen's run (expected latency, expected QPS, the starting rate) are measured.
+Progress: before LoadGen's run, and after each max_qps trial (its rate and verdict), the
+harness prints a progress note (`__progress__=`, docs/backends/protocol.md section 3), which
+`dlbs run` shows while the experiment runs: a max_qps search can take many minutes.
+
 An exception in a LoadGen callback cannot travel through LoadGen's C++ code: it goes to
 `abort`, which reports it and ends the process. So does SIGTERM or SIGINT (a timeout, Ctrl-C):
 while LoadGen waits in C++ the main thread runs no Python, so the backend's own handler
@@ -28,30 +50,66 @@ would never run; a watcher thread learns of the signal from Python's wakeup fd i
 from __future__ import annotations
 
 import array
+import bisect
 import collections
+import gc
+import math
 import os
+import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .accuracy import AccuracyCounter, read_labels
 from .loadgen_log import LoadGenLog
 from .options import EvaluationOptions
+from .protocol import emit_progress
 from .system import InferenceSystem
+from .timed_marks import TimedMarks, print_line
 
 #: The version dlbs pins (pyproject.toml); another one is used, and named in the log.
 LOADGEN_VERSION = "6.0.17"
-#: How many times max_qps halves a starting rate that breaks the bound before giving up.
-MAX_START_HALVINGS = 10
-#: Calibration: timed repetitions of a batch after the warm-up.
+#: Calibration: timed repetitions of a batch on lane 0 after the warm-up.
 CALIBRATION_REPEATS = 5
+#: Calibration of the rate: timed rounds of full batches through the lanes (after one
+#: untimed round), each of this many batches per lane.
+RATE_ROUNDS = 3
+RATE_BATCHES_PER_LANE = 4
+#: Python's thread switch interval while LoadGen runs, s (Python's default is 5 ms: a thread
+#: that launches a batch would hold LoadGen's issuing thread up to that long per query).
+SWITCH_INTERVAL_S = 0.0005
+#: The scenarios whose samples wait in the queue the lanes' threads serve.
+QUEUED_SCENARIOS = ("offline", "accuracy", "server", "max_qps")
+#: max_qps: the first rate tried, as a fraction of the calibrated rate of full batches.
+MAX_QPS_FIRST_RATE = 0.9
+#: max_qps ends when the lowest rate that broke the bound is within this fraction above
+#: the highest that kept it.
+MAX_QPS_PRECISION = 0.02
+#: max_qps: a rate that broke the bound, with none kept yet, is followed by this fraction
+#: of it; a rate that kept it, with none broken yet, by 1.12 times it, then 1.25, 1.5, 2.
+MAX_QPS_STEP_DOWN = 0.6
+MAX_QPS_FIRST_STEP_UP = 1.12
+#: max_qps: at most this many trials; each is cut at this many times exp.min_duration_s, and
+#: no rate is tried that cannot fill such a trial with exp.min_query_count queries.
+MAX_QPS_TRIALS = 16
+MAX_QPS_TRIAL_STRETCH = 2.0
+#: A run whose batches spent more than this share of their time being launched (on a device
+#: that runs asynchronously) carries a warning: the host set its pace, not the device.
+HOST_BOUND_FRACTION = 0.5
+#: How many `<root>.attemptN<ext>` names `claim_folder` tries beside a taken LoadGen folder.
+MAX_FOLDER_NAMES = 10_000
 
 
 class EvaluationSetupError(ValueError):
     """An evaluation this machine cannot run as asked (LoadGen missing, a bad labels file)."""
+
+
+class BoundNotMet(RuntimeError):
+    """max_qps: no rate tried kept the latency percentile under the bound."""
 
 
 def import_loadgen():
@@ -73,6 +131,41 @@ def bucket_sizes(batch_size: int) -> list[int]:
         sizes.append(size)
         size *= 2
     return sizes + [batch_size]
+
+
+def padded_size(sizes: Sequence[int], count: int) -> int:
+    """The prepared size (ascending `sizes`) a batch of `count` samples is padded up to."""
+    at = bisect.bisect_left(sizes, count)
+    return sizes[at] if at < len(sizes) else count
+
+
+def claim_folder(path: str) -> str:
+    """A folder of this run's own for LoadGen's logs: `path`, else the next free name.
+
+    Beside a taken `path` (an earlier attempt's folder, or anything else), the names are
+    `<root>.attempt2<ext>`, `<root>.attempt3<ext>`, ... as the run loop names an attempt's
+    log: each run keeps its evidence. Created with mkdir, which never follows or reuses
+    what is already there.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as error:
+        raise EvaluationSetupError(f"--loadgen_dir {path}: cannot make its folder: "
+                                   f"{error.strerror or error}") from None
+    root, ext = os.path.splitext(path)
+    for number in range(1, MAX_FOLDER_NAMES + 1):
+        candidate = path if number == 1 else f"{root}.attempt{number}{ext}"
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise EvaluationSetupError(f"--loadgen_dir {candidate}: cannot make it: "
+                                       f"{error.strerror or error}") from None
+        return candidate
+    raise EvaluationSetupError(f"--loadgen_dir {path}: {MAX_FOLDER_NAMES} names beside it "
+                               "are taken")
 
 
 def run_evaluation(system: InferenceSystem, options: EvaluationOptions, *, batch_size: int,
@@ -118,6 +211,69 @@ def _watch_signals(abort: Callable[[BaseException], None]) -> None:
     threading.Thread(target=watch, name="dlbs-signals", daemon=True).start()
 
 
+class _Probe(NamedTuple):
+    """A sample of the calibration, served as LoadGen's are (`id` is never LoadGen's)."""
+
+    id: int
+    index: int
+
+
+class _Tally:
+    """Counts the calibration's completed samples; `wait` returns when all are done."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.done = 0
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+
+    def add(self, samples: Sequence[Any], answer: Any) -> None:
+        with self.lock:
+            self.done += len(samples)
+            if self.done >= self.expected:
+                self.finished.set()
+
+    def wait(self) -> None:
+        self.finished.wait()
+
+
+class _Serving:
+    """What the lanes served in one LoadGen run: batches, samples, padding, host and wall time.
+
+    `launch_s` is the time spent starting batches (`submit`), `busy_s` from each start to its
+    answer: on a device that runs asynchronously, a launch that takes most of a batch's time
+    means the host, not the device, set the pace.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.batches = 0
+        self.samples = 0
+        self.computed = 0
+        self.launch_s = 0.0
+        self.busy_s = 0.0
+
+    def add(self, count: int, padded: int, launch_s: float, busy_s: float) -> None:
+        with self.lock:
+            self.batches += 1
+            self.samples += count
+            self.computed += padded
+            self.launch_s += launch_s
+            self.busy_s += busy_s
+
+    def line(self) -> str:
+        if not self.batches:
+            return "served no batch"
+        return (f"served {self.batches} batches, {self.samples / self.batches:.1f} samples "
+                f"each on average, {100.0 * (self.computed - self.samples) / self.computed:.1f}%"
+                f" of the computed rows padding, {1000.0 * self.launch_s / self.batches:.3g} ms"
+                f" of {1000.0 * self.busy_s / self.batches:.3g} ms per batch launching it")
+
+    def launch_fraction(self) -> float | None:
+        """The share of the batches' time spent launching them (None: no batch served)."""
+        return self.launch_s / self.busy_s if self.batches and self.busy_s > 0 else None
+
+
 class _Harness:
     def __init__(self, system: InferenceSystem, options: EvaluationOptions, batch_size: int,
                  warmup: int, say: Callable[[str], None],
@@ -130,6 +286,7 @@ class _Harness:
         self.warmup = warmup
         self.say = say
         self.abort = abort
+        self.folder = options.loadgen_dir
         self.names: list[str] | None = None
         if options.labels:
             try:
@@ -137,59 +294,100 @@ class _Harness:
             except ValueError as error:
                 raise EvaluationSetupError(str(error)) from None
         self.accuracy: AccuracyCounter | None = None
+        self.accuracy_lock = threading.Lock()
         self.top = 0
         if self.scenario == "accuracy":
             self.accuracy = AccuracyCounter(system.total_samples,
                                             keep_predictions=bool(options.predictions_file))
             self.top = max(5, options.top)
-        # The server's queue, served by a thread of its own.
+        self.sizes = self._batch_sizes()
+        # The queue of the queued scenarios, served by the lanes' threads.
+        self.queued = self.scenario in QUEUED_SCENARIOS
+        self.delay_s = options.max_queue_delay_ms / 1000.0 \
+            if self.scenario in ("server", "max_qps") else 0.0
         self._pending: collections.deque = collections.deque()
+        self._arrivals: collections.deque = collections.deque()  # [arrival, samples left]
         self._wake = threading.Condition()
         self._stopping = False
+        self._respond: Callable[[Sequence[Any], Any], None] = self._complete
+        self._serving = _Serving()
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         lg = self.lg
-        folder = self.options.loadgen_dir
-        os.makedirs(folder, exist_ok=True)
-        for name in os.listdir(folder):  # an earlier attempt's logs: LoadGen's names only
-            if "mlperf_log_" in name and os.path.isfile(os.path.join(folder, name)):
-                os.remove(os.path.join(folder, name))
-        threaded = self.scenario in ("server", "max_qps")
-        sut = lg.ConstructSUT(self._issue_to_queue if threaded else self._issue_here,
+        self.folder = claim_folder(self.options.loadgen_dir)
+        sut = lg.ConstructSUT(self._issue_to_queue if self.queued else self._issue_here,
                               self._flush)
         qsl = lg.ConstructQSL(self.system.total_samples, self.system.performance_samples,
                               self._load, self._unload)
-        worker = None
+        lanes: list[threading.Thread] = []
+        switch_interval = sys.getswitchinterval()
         try:
-            if threaded:
-                calibrated: dict[str, float] = {}
-                ready = threading.Event()
-                worker = threading.Thread(target=self._serve_queue, name="dlbs-server",
-                                          args=(calibrated, ready), daemon=True)
-                worker.start()
-                ready.wait()
-            else:
-                calibrated = self._prepare()
-            if self.scenario == "max_qps":
-                results = self._find_peak(sut, qsl, calibrated["batch1_ms"])
-            else:
-                self._start(sut, qsl, self._settings(calibrated))
-                results = self._results()
+            calibrated = self._prepare(lanes)
+            before = self.system.compilations()
+            gc.collect()
+            gc.freeze()
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+            try:
+                if self.scenario == "max_qps":
+                    results, serving = self._find_peak(sut, qsl, calibrated["rate_qps"])
+                else:
+                    settings = self._settings(calibrated)
+                    self._announce()
+                    marks = TimedMarks.for_this_process(print_line)  # the energy's interval
+                    marks.start()
+                    self._start(sut, qsl, settings)
+                    marks.end()
+                    serving = self._serving
+                    self.say(serving.line())
+                    results = self._results()
+            finally:
+                sys.setswitchinterval(switch_interval)
+                gc.unfreeze()
+            recompiles = self.system.compilations() - before
         finally:
-            if worker is not None:
-                with self._wake:
-                    self._stopping = True
-                    self._wake.notify_all()
-                worker.join()
+            with self._wake:
+                self._stopping = True
+                self._wake.notify_all()
+            for lane in lanes:
+                lane.join()
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
-        results["results.loadgen_log_dir"] = folder
+        results["results.recompiles"] = recompiles
+        warnings = []
+        if recompiles:
+            warnings.append(f"results.recompiles: {recompiles} compilation(s), graph capture(s) "
+                            "or unprepared batch shape(s) inside LoadGen's timed run; its "
+                            "latencies and rates include them")
+        fraction = serving.launch_fraction()
+        if self.system.asynchronous and fraction is not None:
+            results["results.launch_fraction"] = fraction
+            if fraction > HOST_BOUND_FRACTION:
+                warnings.append(
+                    f"results.launch_fraction: launching a batch took {100 * fraction:.0f}% of "
+                    "its time from start to answer: the host's launches, not the device, set "
+                    "this run's pace (CUDA graphs launch a whole batch at once)")
+        if warnings:
+            results["results.stats_warnings"] = warnings
+            for warning in warnings:
+                self.say(f"warning: {warning}")
+        results["results.loadgen_log_dir"] = self.folder
         return results
+
+    def _announce(self) -> None:
+        """The progress note of a LoadGen run about to start, and how long it may take."""
+        options = self.options
+        if self.scenario == "accuracy":
+            emit_progress(f"accuracy: LoadGen issues each of {self.system.total_samples} "
+                          "samples once", scenario=self.scenario)
+        else:
+            emit_progress(f"{self.scenario}: LoadGen runs at least {options.min_duration_s:g} s "
+                          f"and {options.min_query_count} queries", scenario=self.scenario,
+                          min_duration_s=options.min_duration_s)
 
     def _start(self, sut: Any, qsl: Any, settings: Any) -> None:
         log_settings = self.lg.LogSettings()
-        log_settings.log_output.outdir = self.options.loadgen_dir
+        log_settings.log_output.outdir = self.folder
         log_settings.log_output.copy_summary_to_stdout = False
         log_settings.log_output.prefix_with_datetime = False
         # A trace has an event per sample: bounded by the latency (single_stream,
@@ -197,44 +395,76 @@ class _Harness:
         # tens of thousands of samples a second (max_qps: for each rate tried) would write
         # gigabytes.
         log_settings.enable_trace = self.scenario not in ("server", "max_qps")
+        self._serving = _Serving()
         self.lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
 
-    # -- warm-up and calibration -------------------------------------------------------------
+    # -- preparation and calibration ---------------------------------------------------------
     def _batch_sizes(self) -> list[int]:
-        """The batch sizes the scenario issues (the backend prepares these shapes)."""
+        """The batch sizes the scenario forms, padded up to (the system prepares these)."""
         if self.scenario == "single_stream":
             return [1]
         if self.scenario in ("server", "max_qps"):
             return bucket_sizes(self.batch)
         return [self.batch]
 
-    def _prepare(self) -> dict[str, float]:
-        """Warm up the scenario's batch sizes and time those that size LoadGen's run."""
+    def _prepare(self, lanes: list[threading.Thread]) -> dict[str, float]:
+        """Prepare every batch size on every lane, start the lanes, measure the calibration."""
         system = self.system
         largest = min(self.batch, system.total_samples, system.performance_samples)
         resident = list(range(max(largest, 1)))
         system.load(resident)
-        sizes = [size for size in self._batch_sizes() if size <= len(resident)] or [1]
-        self.say(f"warm-up: batch sizes {sizes}, {self.warmup} time(s) each")
-        system.warm_up(sizes, self.warmup)
+        self.say(f"prepare: batch sizes {self.sizes} on {system.lanes} lane(s), "
+                 f"{self.warmup} time(s) each")
+        began = time.perf_counter()
+        system.prepare(self.sizes, self.warmup, resident)
+        self.say(f"prepared in {time.perf_counter() - began:.1f} s")
         calibrated: dict[str, float] = {}
-        if self.scenario in ("single_stream", "max_qps"):
+        if self.scenario == "single_stream":
             calibrated["batch1_ms"] = self._median_ms(resident[:1])
-        if self.scenario in ("multi_stream", "offline"):
-            calibrated["batch_ms"] = self._median_ms(resident[:self.batch])
-            calibrated["batch_samples"] = float(len(resident[:self.batch]))
+        if self.scenario == "multi_stream":
+            calibrated["batch_ms"] = self._median_ms(
+                [resident[i % len(resident)] for i in range(self.batch)])
+        if self.queued:
+            for lane in range(system.lanes):
+                thread = threading.Thread(target=self._serve, args=(lane,),
+                                          name=f"dlbs-lane{lane}", daemon=True)
+                thread.start()
+                lanes.append(thread)
+            if self.scenario in ("offline", "max_qps"):
+                calibrated["rate_qps"] = self._measure_rate(resident)
         system.unload(resident)
         if calibrated:
             self.say("calibration: " + ", ".join(f"{k}={v:.4g}" for k, v in calibrated.items()))
         return calibrated
 
     def _median_ms(self, indices: Sequence[int]) -> float:
+        """The median time of one batch on lane 0 (the path single and multi stream serve)."""
         times = []
         for _ in range(CALIBRATION_REPEATS):
             start = time.perf_counter()
             self.system.infer(indices)
             times.append((time.perf_counter() - start) * 1000.0)
         return sorted(times)[len(times) // 2]
+
+    def _measure_rate(self, resident: Sequence[int]) -> float:
+        """Samples per second of full batches served by the lanes' threads, as LoadGen's are.
+
+        One untimed round, then `RATE_ROUNDS` timed ones; the median round's rate.
+        """
+        count = RATE_BATCHES_PER_LANE * self.system.lanes * self.batch
+        rates = []
+        try:
+            for round_number in range(RATE_ROUNDS + 1):
+                tally = _Tally(count)
+                self._respond = tally.add
+                start = time.perf_counter()
+                self._enqueue([_Probe(-1, resident[i % len(resident)]) for i in range(count)])
+                tally.wait()
+                if round_number:
+                    rates.append(count / max(time.perf_counter() - start, 1e-9))
+        finally:
+            self._respond = self._complete
+        return sorted(rates)[len(rates) // 2]
 
     # -- LoadGen's settings ------------------------------------------------------------------
     def _settings(self, calibrated: dict[str, float]) -> Any:
@@ -255,60 +485,121 @@ class _Harness:
             settings.multi_stream_expected_latency_ns = _ns(calibrated["batch_ms"] * 0.5)
         elif self.scenario == "offline":
             settings.scenario = lg.TestScenario.Offline
-            settings.offline_expected_qps = \
-                1.2 * calibrated["batch_samples"] * 1000.0 / max(calibrated["batch_ms"], 1e-6)
+            settings.offline_expected_qps = 1.2 * calibrated["rate_qps"]
         elif self.scenario == "server":
-            settings.scenario = lg.TestScenario.Server
-            settings.server_target_qps = options.target_qps
-            self._bound(settings)
+            self._server(settings, options.target_qps)
         elif self.scenario == "accuracy":
             settings.scenario = lg.TestScenario.Offline
             settings.mode = lg.TestMode.AccuracyOnly
         return settings
 
-    def _bound(self, settings: Any) -> None:
+    def _server(self, settings: Any, rate: float) -> None:
+        settings.scenario = self.lg.TestScenario.Server
+        settings.server_target_qps = rate
         settings.server_target_latency_ns = _ns(self.options.latency_bound_ms)
         settings.server_target_latency_percentile = self.options.latency_percentile / 100.0
+        # Queries that are due while LoadGen's thread waits for the interpreter are issued
+        # together; their latencies still count from when each was due.
+        settings.server_coalesce_queries = True
 
     # -- max_qps -----------------------------------------------------------------------------
-    def _find_peak(self, sut: Any, qsl: Any, batch1_ms: float) -> dict[str, Any]:
-        """FindPeakPerformance from one over the batch-1 latency, halved until it passes."""
-        lg = self.lg
-        rate = 1000.0 / max(batch1_ms, 1e-6)
-        for attempt in range(MAX_START_HALVINGS + 1):
-            settings = lg.TestSettings()
-            settings.scenario = lg.TestScenario.Server
-            settings.mode = lg.TestMode.FindPeakPerformance
-            settings.min_duration_ms = max(1, int(round(self.options.min_duration_s * 1000)))
-            settings.min_query_count = self.options.min_query_count
-            settings.server_target_qps = rate
-            # Bisect to whole queries per second: each step is one run of min_duration.
-            settings.server_find_peak_qps_decimals_of_precision = 0
-            settings.server_find_peak_qps_boundary_step_size = 1.0
-            self._bound(settings)
-            self.say(f"max_qps: FindPeakPerformance from {rate:.6g} queries/s")
-            self._start(sut, qsl, settings)
-            log = LoadGenLog(self.options.loadgen_dir)
-            peak = log.peak_qps()
-            if peak is not None:
-                results = self._results(log)
-                results["results.max_qps"] = peak
-                results["results.target_qps"] = rate
-                return results
-            p99 = log.results().get("results.latency_p99")
-            self.say(f"max_qps: {rate:.6g} queries/s breaks the bound (p99 {p99} ms); halving")
-            self._set_aside(f"start{attempt + 1}_")
-            rate /= 2.0
-        raise RuntimeError(f"max_qps: no query rate down to {rate * 2:.3g}/s keeps the "
-                           f"{self.options.latency_percentile:g}th percentile latency under "
-                           f"{self.options.latency_bound_ms:g} ms")
+    def _find_peak(self, sut: Any, qsl: Any, rate_qps: float) -> tuple[dict[str, Any], _Serving]:
+        """The highest server rate whose latency percentile keeps the bound (module doc).
 
-    def _set_aside(self, prefix: str) -> None:
-        """Rename a rejected start's logs so that the next run's keep LoadGen's names."""
-        folder = self.options.loadgen_dir
-        for name in os.listdir(folder):
+        Every trial is a server run of its own (its logs kept as `trial<N>_mlperf_log_*`);
+        the reported one's are also copied to LoadGen's own names.
+        """
+        options = self.options
+        duration_s = max(options.min_duration_s, 1e-3)
+        floor = options.min_query_count / (MAX_QPS_TRIAL_STRETCH * duration_s)
+        rate = MAX_QPS_FIRST_RATE * rate_qps
+        if rate < floor:
+            raise BoundNotMet(
+                f"max_qps: {MAX_QPS_FIRST_RATE:g} of the measured rate ({rate:.4g} queries/s) "
+                f"cannot fill a trial of {MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
+                f"exp.min_query_count ({options.min_query_count}) queries: raise "
+                "exp.min_duration_s or lower exp.min_query_count")
+        step_up = MAX_QPS_FIRST_STEP_UP
+        kept: tuple[float, int, LoadGenLog, _Serving] | None = None
+        broken: float | None = None
+        tried: list[float] = []
+        what = f"{options.latency_percentile:g}th percentile latency"
+        emit_progress(f"max_qps: server trials from {rate:.4g} queries/s, each "
+                      f"{duration_s:g} to {MAX_QPS_TRIAL_STRETCH * duration_s:g} s, at most "
+                      f"{MAX_QPS_TRIALS}", scenario="max_qps", first_rate_qps=rate)
+        for trial in range(1, MAX_QPS_TRIALS + 1):
+            log = self._trial(sut, qsl, rate, trial)
+            tried.append(rate)
+            met = log.values.get("result_perf_constraints_met") is True
+            p99 = log.results().get("results.latency_p99")
+            shown = f"p99 {p99:.4g} ms" if isinstance(p99, float) else "no p99"
+            verdict = f"{rate:.6g} queries/s, {shown}: bound {'kept' if met else 'broken'}"
+            self.say(f"max_qps: trial {trial}: {verdict}; {self._serving.line()}")
+            emit_progress(f"max_qps trial {trial}: {verdict}", scenario="max_qps", trial=trial,
+                          rate_qps=rate, latency_p99=p99, bound_met=met)
+            if met and (kept is None or rate > kept[0]):
+                kept = (rate, trial, log, self._serving)
+            if not met and (broken is None or rate < broken):
+                broken = rate
+            if kept is None:
+                assert broken is not None
+                rate = broken * MAX_QPS_STEP_DOWN
+                if rate < floor:
+                    raise BoundNotMet(
+                        f"max_qps: the {what} broke the {options.latency_bound_ms:g} ms bound "
+                        f"at every rate tried ({trial} trial(s), {max(tried):.4g} down to "
+                        f"{min(tried):.4g} queries/s; a lower rate cannot fill a trial of "
+                        f"{MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
+                        f"exp.min_query_count queries): the bound cannot be met")
+            elif broken is None:
+                rate = kept[0] * step_up
+                step_up = min(2.0, 1.0 + 2.0 * (step_up - 1.0))
+            elif broken <= kept[0] * (1.0 + MAX_QPS_PRECISION):
+                break
+            else:
+                rate = math.sqrt(kept[0] * broken)
+        else:
+            if kept is None:
+                raise BoundNotMet(f"max_qps: the {what} broke the {options.latency_bound_ms:g} "
+                                  f"ms bound at every rate tried ({MAX_QPS_TRIALS} trials): "
+                                  "the bound cannot be met")
+            self.say(f"max_qps: the search stopped after {MAX_QPS_TRIALS} trials; the highest "
+                     f"rate that kept the bound is reported"
+                     + (f" (the lowest that broke it: {broken:.6g})" if broken else
+                        " (none broke it)"))
+        best_rate, best_trial, best_log, serving = kept
+        self._copy_trial(best_trial)
+        results = self._results(best_log)
+        results["results.max_qps"] = best_rate
+        results["results.target_qps"] = best_rate
+        results["results.max_qps_trials"] = len(tried)
+        return results, serving
+
+    def _trial(self, sut: Any, qsl: Any, rate: float, trial: int) -> LoadGenLog:
+        """One server run at `rate` for max_qps; its logs renamed `trial<N>_mlperf_log_*`."""
+        lg, options = self.lg, self.options
+        settings = lg.TestSettings()
+        settings.mode = lg.TestMode.PerformanceOnly
+        settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
+        settings.max_duration_ms = max(settings.min_duration_ms + 1, int(round(
+            MAX_QPS_TRIAL_STRETCH * options.min_duration_s * 1000)))
+        settings.min_query_count = options.min_query_count
+        self._server(settings, rate)
+        self._start(sut, qsl, settings)
+        log = LoadGenLog(self.folder)
+        for name in os.listdir(self.folder):
             if name.startswith("mlperf_log_"):
-                os.replace(os.path.join(folder, name), os.path.join(folder, prefix + name))
+                os.replace(os.path.join(self.folder, name),
+                           os.path.join(self.folder, f"trial{trial}_{name}"))
+        return log
+
+    def _copy_trial(self, trial: int) -> None:
+        """The reported trial's logs under LoadGen's own names too (its summary, say)."""
+        prefix = f"trial{trial}_"
+        for name in os.listdir(self.folder):
+            if name.startswith(prefix + "mlperf_log_"):
+                shutil.copyfile(os.path.join(self.folder, name),
+                                os.path.join(self.folder, name[len(prefix):]))
 
     # -- results -----------------------------------------------------------------------------
     def _results(self, log: LoadGenLog | None = None) -> dict[str, Any]:
@@ -320,7 +611,7 @@ class _Harness:
                                                 self.names, self.system.sample_name)
                 results["results.predictions_file"] = self.options.predictions_file
             return results
-        log = log or LoadGenLog(self.options.loadgen_dir)
+        log = log or LoadGenLog(self.folder)
         results = log.results()
         if "results.qps" in results:
             results["results.throughput"] = results["results.qps"]
@@ -349,63 +640,80 @@ class _Harness:
         pass
 
     def _issue_here(self, samples: Sequence[Any]) -> None:
-        """Serve a query on LoadGen's thread, in batches, two in flight (see `submit`).
-
-        Each batch's samples are completed as soon as it has finished and the next batch
-        is started, so the device never waits for the host's bookkeeping. A query of one
-        batch (single_stream, multi_stream) is served and completed at once.
-        """
+        """single_stream, multi_stream: the query as one batch on lane 0, on this thread."""
         try:
-            in_flight = None
             for start in range(0, len(samples), self.batch):
                 batch = samples[start:start + self.batch]
-                started = (batch, self._submit(batch))
-                if in_flight is not None:
-                    self._complete(*in_flight)
-                in_flight = started
-            if in_flight is not None:
-                self._complete(*in_flight)
+                self._complete(batch, self._run(batch, 0))
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
     def _issue_to_queue(self, samples: Sequence[Any]) -> None:
-        with self._wake:
-            self._pending.extend(samples)
-            self._wake.notify()
-
-    def _serve_queue(self, calibrated: dict[str, float], ready: threading.Event) -> None:
-        """The server's thread: prepare, then batch whatever waits, up to `batch_size`.
-
-        Two batches in flight, as in `_issue_here`: a finished batch is completed right
-        after the next one has started, or at once when nothing else waits.
-        """
         try:
-            self.system.bind_thread()
-            calibrated.update(self._prepare())
-            ready.set()
-            in_flight = None
-            while True:
-                with self._wake:
-                    while not self._pending and not self._stopping and in_flight is None:
-                        self._wake.wait()
-                    count = min(self.batch, len(self._pending))
-                    batch = [self._pending.popleft() for _ in range(count)]
-                if not batch and in_flight is None:
-                    return  # stopping, and nothing waits or runs
-                started = (batch, self._submit(batch)) if batch else None
-                if in_flight is not None:
-                    self._complete(*in_flight)
-                in_flight = started
+            self._enqueue(samples)
         except BaseException as error:  # noqa: BLE001
-            ready.set()
             self.abort(error)
 
-    def _submit(self, samples: Sequence[Any]) -> Callable[[], Any]:
-        return self.system.submit([sample.index for sample in samples], top=self.top)
+    def _enqueue(self, samples: Sequence[Any]) -> None:
+        with self._wake:
+            self._pending.extend(samples)
+            self._arrivals.append([time.monotonic(), len(samples)])
+            self._wake.notify(min(len(samples), self.system.lanes))
 
-    def _complete(self, samples: Sequence[Any], wait: Callable[[], Any]) -> None:
-        """Wait for a started batch, then complete its samples with LoadGen."""
+    # -- the lanes ---------------------------------------------------------------------------
+    def _serve(self, lane: int) -> None:
+        """A lane's thread: take a batch when one is ready, run it, complete its samples."""
+        try:
+            self.system.bind_thread(lane)
+            while True:
+                batch = self._take()
+                if batch is None:
+                    return
+                self._respond(batch, self._run(batch, lane))
+        except BaseException as error:  # noqa: BLE001
+            self.abort(error)
+
+    def _run(self, batch: Sequence[Any], lane: int) -> Any:
+        """Start a batch on a lane, wait for its answer, and count it (`_Serving`)."""
+        start = time.perf_counter()
+        wait = self.system.submit([sample.index for sample in batch], self.top, lane)
+        launched = time.perf_counter()
         answer = wait()
+        self._serving.add(len(batch), padded_size(self.sizes, len(batch)), launched - start,
+                          time.perf_counter() - start)
+        return answer
+
+    def _take(self) -> list[Any] | None:
+        """Up to `batch` waiting samples, once ready (see the module doc); None: stop."""
+        with self._wake:
+            while True:
+                if self._pending:
+                    if len(self._pending) >= self.batch or self.delay_s <= 0 or self._stopping:
+                        break
+                    remaining = self._arrivals[0][0] + self.delay_s - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._wake.wait(remaining)
+                elif self._stopping:
+                    return None
+                else:
+                    self._wake.wait()
+            count = min(self.batch, len(self._pending))
+            batch = [self._pending.popleft() for _ in range(count)]
+            left = count
+            while left:  # the arrival times of what still waits
+                oldest = self._arrivals[0]
+                used = min(left, oldest[1])
+                oldest[1] -= used
+                left -= used
+                if not oldest[1]:
+                    self._arrivals.popleft()
+            if self._pending:
+                self._wake.notify()  # another free lane may take the rest
+            return batch
+
+    def _complete(self, samples: Sequence[Any], answer: Any) -> None:
+        """Complete a finished batch's samples with LoadGen (accuracy: count the answers)."""
         if self.accuracy is None or answer is None:
             self.lg.QuerySamplesComplete(
                 [self.lg.QuerySampleResponse(sample.id, 0, 0) for sample in samples])
@@ -413,14 +721,15 @@ class _Harness:
         classes, probabilities = answer
         buffers = []
         responses = []
-        for sample, best, chances in zip(samples, classes, probabilities):
-            self.accuracy.add(sample.index, self.system.label(sample.index), best, chances)
-            # The accuracy log (mlperf_log_accuracy.json) keeps each sample's top-5 classes.
-            data = array.array("i", [int(c) for c in list(best)[:5]])
-            address, length = data.buffer_info()
-            buffers.append(data)
-            responses.append(self.lg.QuerySampleResponse(sample.id, address,
-                                                         length * data.itemsize))
+        with self.accuracy_lock:
+            for sample, best, chances in zip(samples, classes, probabilities):
+                self.accuracy.add(sample.index, self.system.label(sample.index), best, chances)
+                # The accuracy log (mlperf_log_accuracy.json) keeps each sample's top-5.
+                data = array.array("i", [int(c) for c in list(best)[:5]])
+                address, length = data.buffer_info()
+                buffers.append(data)
+                responses.append(self.lg.QuerySampleResponse(sample.id, address,
+                                                             length * data.itemsize))
         self.lg.QuerySamplesComplete(responses)
         del buffers  # LoadGen has copied the data
 

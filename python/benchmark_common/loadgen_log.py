@@ -1,7 +1,7 @@
 """LoadGen's own measurements, read back from its detail log (`mlperf_log_detail.txt`).
 
 Each line of the detail log is `:::MLLOG {json}` with a `key` and a `value`; the `result_*`
-keys of the run LoadGen reports come last (FindPeakPerformance logs only the peak's run).
+keys of the run LoadGen reports come last.
 Latencies there are nanoseconds; the keys this module returns are in milliseconds, as
 docs/backends/protocol.md section 4 says.
 """
@@ -14,10 +14,16 @@ from typing import Any
 
 DETAIL_LOG = "mlperf_log_detail.txt"
 SUMMARY_LOG = "mlperf_log_summary.txt"
-PEAK_MESSAGE = "FindPeakPerformance: Found peak performance field: "
 #: results.latency_* <- result_<percentile>_percentile_latency_ns.
 PERCENTILES = (("latency_p50", "50.00"), ("latency_p90", "90.00"), ("latency_p95", "95.00"),
                ("latency_p99", "99.00"), ("latency_p999", "99.90"))
+
+
+#: LoadGen's checks of a run (detail-log keys, false when the check failed) and their words.
+INVALID_CHECKS = (("result_min_duration_met", "min duration not met"),
+                  ("result_min_queries_met", "min query count not met"),
+                  ("result_perf_constraints_met", "latency bound not met"),
+                  ("early_stopping_met", "early stopping's percentile bound not met"))
 
 
 class LoadGenLog:
@@ -42,13 +48,6 @@ class LoadGenLog:
                     self.messages.append(str(value))
                 if (entry.get("metadata") or {}).get("is_error"):
                     self.errors.append(f"{key}: {value}")
-
-    def peak_qps(self) -> float | None:
-        """FindPeakPerformance's peak query rate, None when the search never started."""
-        for message in reversed(self.messages):
-            if message.startswith(PEAK_MESSAGE):
-                return float(message[len(PEAK_MESSAGE):])
-        return None
 
     def results(self) -> dict[str, Any]:
         """The protocol's `results.*` keys of the reported run (see the module doc)."""
@@ -79,7 +78,17 @@ class LoadGenLog:
             found["results.num_samples"] = count * samples_per_query
         if "result_validity" in values:
             found["results.loadgen_valid"] = values["result_validity"] == "VALID"
+            if not found["results.loadgen_valid"]:
+                found["results.loadgen_invalid_reasons"] = self.invalid_reasons()
         return found
+
+    def invalid_reasons(self) -> list[str]:
+        """Why LoadGen judged its run INVALID: each of its checks that failed, in words."""
+        reasons = [reason for key, reason in INVALID_CHECKS if self.values.get(key) is False]
+        detail = self.values.get("early_stopping_result")
+        if self.values.get("early_stopping_met") is False and isinstance(detail, str) and detail:
+            reasons.append(f"early stopping: {detail.strip()}")
+        return reasons or [f"LoadGen's validity: {self.values.get('result_validity')}"]
 
 
 def _first_number(values: dict[str, Any], *keys: str) -> float | None:

@@ -2,7 +2,7 @@
 
 Standard library only. A backend adds them to its parser with `add_evaluation_flags` and, after
 parsing, takes them out with `evaluation_options`, which checks every value (a problem raises
-`EvaluationFlagError`, which the backend reports as its own bad-flag error). The flags and
+`EvaluationFlagError`, a `flags.FlagError` like any other bad flag). The flags and
 their meanings: docs/backends/protocol.md section 1 and docs/evaluation.md.
 """
 
@@ -12,18 +12,22 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
+from .flags import FlagError
+
 #: `benchmark` is the backend's own timed loop; the others run through LoadGen.
 SCENARIOS = ("benchmark", "single_stream", "multi_stream", "server", "offline", "max_qps",
              "accuracy")
 #: The scenarios that measure latency and query rates (LoadGen's performance mode).
 PERFORMANCE_SCENARIOS = ("single_stream", "multi_stream", "server", "offline", "max_qps")
+#: The most batches in flight on one device (each has its own buffers and CUDA graphs).
+MAX_INFERENCE_STREAMS = 16
 
 _FLAGS = ("scenario", "target_qps", "latency_bound_ms", "latency_percentile", "min_duration_s",
           "min_query_count", "weights", "num_samples", "labels", "predictions_file",
-          "loadgen_dir", "predict", "top")
+          "loadgen_dir", "predict", "top", "inference_streams", "max_queue_delay_ms")
 
 
-class EvaluationFlagError(ValueError):
+class EvaluationFlagError(FlagError):
     """A bad evaluation flag: the message names it and what is accepted."""
 
 
@@ -44,6 +48,8 @@ class EvaluationOptions:
     loadgen_dir: str = "loadgen_logs"
     predict: list[str] = field(default_factory=list)
     top: int = 5
+    inference_streams: int = 1
+    max_queue_delay_ms: float = 0.0
 
     @property
     def uses_loadgen(self) -> bool:
@@ -87,6 +93,12 @@ def add_evaluation_flags(parser: argparse.ArgumentParser) -> None:
                        help="classify these image files and print their top classes")
     group.add_argument("--top", type=int, default=5,
                        help="--predict and --predictions_file: how many classes to give")
+    group.add_argument("--inference_streams", type=int, default=1,
+                       help="batches in flight at once on each device, each on its own stream "
+                            "(a thread of its own on the CPU)")
+    group.add_argument("--max_queue_delay_ms", type=float, default=0.0,
+                       help="server and max_qps: how long the first waiting query may wait "
+                            "for more to join its batch, ms")
 
 
 def evaluation_options(namespace: argparse.Namespace) -> EvaluationOptions:
@@ -101,7 +113,8 @@ def evaluation_options(namespace: argparse.Namespace) -> EvaluationOptions:
 
 def check(options: EvaluationOptions) -> None:
     """Refuse values that cannot run; raises EvaluationFlagError."""
-    for name in ("target_qps", "latency_bound_ms", "latency_percentile", "min_duration_s"):
+    for name in ("target_qps", "latency_bound_ms", "latency_percentile", "min_duration_s",
+                 "max_queue_delay_ms"):
         value = getattr(options, name)
         if not math.isfinite(value) or value < 0:
             raise EvaluationFlagError(f"--{name} must be a finite number >= 0, got {value}")
@@ -121,6 +134,9 @@ def check(options: EvaluationOptions) -> None:
                                   f"{options.num_samples}")
     if options.top < 1:
         raise EvaluationFlagError(f"--top must be >= 1, got {options.top}")
+    if not 1 <= options.inference_streams <= MAX_INFERENCE_STREAMS:
+        raise EvaluationFlagError(f"--inference_streams must be between 1 and "
+                                  f"{MAX_INFERENCE_STREAMS}, got {options.inference_streams}")
     if options.uses_loadgen and not options.loadgen_dir:
         raise EvaluationFlagError(f"--scenario {options.scenario} needs --loadgen_dir")
     if options.predict and options.scenario != "benchmark":

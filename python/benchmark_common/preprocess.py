@@ -51,7 +51,10 @@ def open_image(data: bytes, name: str):
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
-    except (UnidentifiedImageError, OSError, ValueError) as error:
+    except UnidentifiedImageError:
+        # Its message names the in-memory buffer (<_io.BytesIO object at 0x...>), not the file.
+        raise ImageError(f"{name}: not an image Pillow can read") from None
+    except (OSError, ValueError) as error:
         raise ImageError(f"{name}: not an image Pillow can read ({error})") from None
     return image
 

@@ -1,30 +1,42 @@
 """The interface a backend implements so that the harness can evaluate its model.
 
-The backend is both of LoadGen's parties: the system under test (`infer`) and the query
+The backend is both of LoadGen's parties: the system under test (`submit`) and the query
 sample library (`load`, `unload`, `label`). Samples are numbered 0 .. total_samples - 1: the
 dataset's first `total_samples` samples in its order, or distinct synthetic samples.
+
+A system computes `lanes` batches at once, each on a lane of its own: a stream of one of its
+devices (lane i is on device i % devices, so that consecutive lanes alternate devices), or
+a thread on the CPU. Every batch size the scenario can form is prepared on every lane before
+LoadGen starts (`prepare`); `compilations` counts what had to be compiled, captured or
+autotuned since, which is what the harness reports as `results.recompiles`.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple  # noqa: UP035 - Python 3.8 too
 
-#: `infer(..., top=k)`'s answer: per sample, the k best classes (best first) and their
+#: `submit(..., top=k)`'s answer: per sample, the k best classes (best first) and their
 #: probabilities (softmax of the model's output), each a sequence of k numbers.
 TopK = Tuple[Sequence[Sequence[int]], Sequence[Sequence[float]]]  # noqa: UP006
 
 
 class InferenceSystem:
-    """A model with its samples; every method is called from one thread at a time.
+    """A model with its samples.
 
     `total_samples` is how many samples there are; `performance_samples` how many of them
-    may be resident (loaded) at once; `num_classes` the model's number of classes.
+    may be resident (loaded) at once; `num_classes` the model's number of classes; `lanes`
+    how many batches it computes at once. The harness calls `submit` on a lane from one
+    thread at a time, with one batch in flight per lane; the other methods from one thread.
     """
 
     title = "model"
     total_samples = 1
     performance_samples = 1
     num_classes = 1
+    lanes = 1
+    #: True where `submit` only starts a batch that a device runs meanwhile (a GPU): the
+    #: harness then reports how much of a batch's time went to launching it.
+    asynchronous = False
 
     def load(self, indices: Sequence[int]) -> None:
         """Make these samples resident (preprocessed, on the device); replaces earlier ones."""
@@ -33,34 +45,44 @@ class InferenceSystem:
     def unload(self, indices: Sequence[int]) -> None:
         """Release these samples."""
 
-    def infer(self, indices: Sequence[int], top: int = 0) -> TopK | None:
-        """Run the model on one batch of resident samples and wait until it has finished.
+    def submit(self, indices: Sequence[int], top: int = 0,
+               lane: int = 0) -> Callable[[], Optional[TopK]]:  # noqa: UP006,UP045
+        """Start one batch of resident samples on `lane`; return a function that waits for it.
 
-        With `top` > 0, return the `top` best classes and their probabilities per sample
-        (fewer when the model has fewer classes); else return None.
+        The function gives, with `top` > 0, the `top` best classes and their probabilities
+        per sample (fewer when the model has fewer classes), else None. A device that runs
+        asynchronously returns at once; a synchronous one (the CPU) may compute here.
         """
         raise NotImplementedError
 
-    def submit(self, indices: Sequence[int],
-               top: int = 0) -> Callable[[], Optional[TopK]]:  # noqa: UP006,UP045
-        """Start one batch and return a function that waits for it and gives `infer`'s answer.
+    def infer(self, indices: Sequence[int], top: int = 0,
+              lane: int = 0) -> Optional[TopK]:  # noqa: UP045
+        """Run one batch on `lane` and wait for its answer (see `submit`)."""
+        return self.submit(indices, top, lane)()
 
-        The harness keeps two batches in flight: while the device computes one, the host
-        completes the previous batch's samples with LoadGen and starts the next, so that
-        neither side waits for the other (offline, server). A backend whose device runs
-        asynchronously overrides this; the default runs the batch to its end at once.
+    def prepare(self, batch_sizes: Sequence[int], repeats: int,
+                resident: Sequence[int]) -> None:
+        """Make each batch size ready on every lane: compile, autotune, capture, then run it.
+
+        Each size is run `repeats` times on each lane, from the resident samples `resident`
+        (repeated when a size is larger). A batch of another size met later is padded up to
+        the next prepared one; one larger than all of them is counted in `compilations`.
         """
-        answer = self.infer(indices, top)
-        return lambda: answer
+        for lane in range(self.lanes):
+            for size in batch_sizes:
+                for _ in range(repeats):
+                    self.infer([resident[i % len(resident)] for i in range(size)], lane=lane)
 
-    def warm_up(self, batch_sizes: Sequence[int], repeats: int) -> None:
-        """Run each batch size `repeats` times (compilation, autotuning, graph capture)."""
-        for size in batch_sizes:
-            for _ in range(repeats):
-                self.infer(list(range(size)))
+    def compilations(self) -> int:
+        """How many compilations, graph captures or unprepared shapes the system has met.
 
-    def bind_thread(self) -> None:
-        """Prepare the calling thread for `infer` (a thread of its own serves `server`)."""
+        A counter: the harness reads it before and after LoadGen's run. 0 where nothing
+        compiles (an eager model whose every shape was prepared).
+        """
+        return 0
+
+    def bind_thread(self, lane: int) -> None:
+        """Prepare the calling thread to serve `lane` (its device is per thread, say)."""
 
     def label(self, index: int) -> int:
         """The true class of a sample."""
@@ -85,8 +107,9 @@ class ResidentSamples(InferenceSystem):
     `RESIDENT_SAMPLES` at once), or distinct synthetic samples, all resident from the start
     (class i % classes). A backend calls `open_samples` from its constructor and gives
     `to_device` (a float32 numpy array of images -> its device's batch) and `synthetic`
-    (that many random samples, on the device). `pool` holds the resident samples, `rows`
-    maps a sample's index to its row in `pool`.
+    (that many random samples, on the device), each in the backend's own form (PyTorch: one
+    tensor per device). `pool` holds the resident samples, `rows` maps a sample's index to
+    its row in `pool`.
     """
 
     dataset = None

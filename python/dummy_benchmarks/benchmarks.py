@@ -20,13 +20,13 @@ environment; killed by a signal, it dies by that signal.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import os
 import platform
 import random
 import signal
+import stat
+import struct
 import sys
 import time
 
@@ -34,12 +34,22 @@ if __package__ in (None, ""):
     # benchmark_common (the evaluation flags, the LoadGen harness) sits beside this folder.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmark_common.flags import (  # noqa: E402 - standard library only
+    DTYPES,
+    TRACE_LEVELS,
+    FlagError,
+    FlagParser,
+    add_bool_flag,
+    add_num_classes_flag,
+    check_trace_flags,
+)
 from benchmark_common.memory import peak_rss_mib  # noqa: E402 - standard library only
 from benchmark_common.options import (  # noqa: E402 - standard library only
-    EvaluationFlagError,
     add_evaluation_flags,
     evaluation_options,
 )
+from benchmark_common.protocol import emit, emit_failure, now_iso  # noqa: E402 - stdlib only
+from benchmark_common.timed_marks import TimedMarks  # noqa: E402 - standard library only
 
 __version__ = "1.0.0"
 
@@ -84,36 +94,10 @@ MODEL_TITLES = {
 }
 
 DEVICES = ("cpu", "gpu")
-DTYPES = ("float", "float32", "float16", "bfloat16")
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
-
-class FlagError(ValueError):
-    """A bad command line: the message names the flag and what is accepted."""
 
 
 class TopologyError(ValueError):
     """A bad WORLD_SIZE or RANK: the message names the variable."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises FlagError instead of printing usage and exiting."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise FlagError(message)
-
-
-def parse_bool(text: str) -> bool:
-    """true/false/yes/no/on/off/1/0, any case."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(
-        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
-    )
 
 
 def _choice(allowed):
@@ -142,7 +126,7 @@ def _finite_seconds(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """Every flag the dummy backend accepts: docs/backends/protocol.md section 1, and its own."""
-    p = _Parser(
+    p = FlagParser(
         prog="benchmarks.py",
         description="dlbs's dummy backend: sleeps per batch and reports protocol lines.",
         allow_abbrev=False,  # a misspelt flag is an error, never a silent prefix match
@@ -154,17 +138,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sleep", type=_finite_seconds, default=0.01,
                    help="seconds one batch takes")
     p.add_argument("--device", type=_choice(DEVICES), default="cpu", help="cpu or gpu")
-    p.add_argument("--dtype", type=_choice(DTYPES), default="float32", help="; ".join(DTYPES))
-    p.add_argument("--num_gpus", type=int, default=0, help="GPUs on this node (recorded only)")
+    # The dtype is recorded as given (`float` stays `float`), not canonicalised.
+    p.add_argument("--dtype", type=_choice(tuple(DTYPES)), default="float32",
+                   help="; ".join(DTYPES))
+    p.add_argument("--num_gpus", type=int, default=0,
+                   help="GPUs on this node (recorded; a scenario's devices with --device gpu)")
     p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
+    add_num_classes_flag(p, "the model's number of classes (recorded only)")
     for name, help_text in (
         ("forward_only", "inference if true, else training"),
         ("busy", "burn CPU for a batch's time instead of sleeping"),
     ):
-        # '--x', '--x true', '--x=off': a bare flag means true.
-        p.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=False,
-                       help=help_text)
+        add_bool_flag(p, name, False, help_text)
     p.add_argument("--memory_mib", type=int, default=0,
                    help="MiB of host memory to allocate, touch and hold for the run")
     p.add_argument("--fail", type=_choice(tuple(FAIL_MODES)), default="none",
@@ -178,17 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_options(argv=None) -> argparse.Namespace:
     """Parse and check the command line; raises FlagError."""
     opts = build_parser().parse_args(argv)
-    try:
-        opts.evaluation = evaluation_options(opts)
-    except EvaluationFlagError as error:
-        raise FlagError(str(error)) from None
+    opts.evaluation = evaluation_options(opts)
     if not opts.model.strip():
         raise FlagError("--model must not be empty")
     for name, least in (("batch_size", 1), ("num_batches", 1), ("num_warmup_batches", 0),
                         ("num_gpus", 0), ("num_threads", 0), ("memory_mib", 0)):
         if getattr(opts, name) < least:
             raise FlagError(f"--{name} must be >= {least}, got {getattr(opts, name)}")
-    check_trace_flags(opts)
+    check_trace_flags(opts.trace_level, opts.trace_batches, opts.trace_file, opts.device)
     return opts
 
 
@@ -211,29 +194,10 @@ def topology_from_env():
     return world, rank
 
 
-def emit(key: str, value) -> None:
-    """Print `__key__=json` and flush, so a killed process still leaves what it printed."""
-    sys.stdout.write(f"__{key}__={json.dumps(value)}\n")
-    sys.stdout.flush()
-
-
 def say(text: str) -> None:
     """An ordinary line of chatter, as any framework prints."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO-8601 with milliseconds."""
-    now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (runs on Python < 3.11)
-    return now.isoformat(timespec="milliseconds")
-
-
-def emit_failure(message: str) -> None:
-    """The lines that mark a run failed; no throughput is printed."""
-    emit("results.status", "failure")
-    emit("results.status_msg", message)
-    emit("results.end_time", now_iso())
 
 
 def percentile(sorted_values, percent: float) -> float:
@@ -379,7 +343,8 @@ def run(opts, world_size: int, rank: int) -> int:
         f"rank {rank} of {world_size}")
     say(f"model={opts.model} ({title}) phase={phase} batch_size={opts.batch_size} "
         f"device={opts.device} num_gpus={opts.num_gpus} dtype={opts.dtype} "
-        f"data_dir={opts.data_dir!r} num_threads={opts.num_threads}")
+        f"data_dir={opts.data_dir!r} num_threads={opts.num_threads}"
+        + (f" num_classes={opts.num_classes}" if opts.num_classes else ""))
     if is_main:
         emit("exp.model_title", title)
         emit("exp.framework_ver", f"dummy {__version__}")
@@ -390,11 +355,14 @@ def run(opts, world_size: int, rank: int) -> int:
     fail_at = total // 2 if opts.fail not in ("none", "garbage") else -1
     warmup_ms, timed_ms = [], []
     report_every = max(1, opts.num_batches // 4)
+    marks = TimedMarks(emit, enabled=is_main)
     for index in range(total):
         if index == fail_at:
             return fail_now(opts)
         if opts.fail == "garbage":
             print_garbage(rng, long_line=index == 0)
+        if index == opts.num_warmup_batches:
+            marks.start()
         elapsed = one_batch(opts.sleep, opts.busy)
         if index < opts.num_warmup_batches:
             warmup_ms.append(elapsed)
@@ -402,6 +370,8 @@ def run(opts, world_size: int, rank: int) -> int:
         timed_ms.append(elapsed)
         if len(timed_ms) % report_every == 0:
             say(f"batch {len(timed_ms)}/{opts.num_batches}: {elapsed:.3f} ms")
+    if opts.num_batches:
+        marks.end()
     del held
     stats = time_statistics(timed_ms)
     if stats["results.time"] <= 0:
@@ -426,7 +396,6 @@ def run(opts, world_size: int, rank: int) -> int:
 
 
 # -- a synthetic trace (docs/tracing.md), so the engine's side is tested without a framework --
-TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
 #: The made-up network of the synthetic trace: (name, type, share of its parent, children).
 SYNTHETIC_LAYERS = (
     ("conv1", "Conv2d", 0.06, ()),
@@ -449,18 +418,6 @@ def add_trace_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace_batches", type=int, default=5, help="batches to trace")
     parser.add_argument("--trace_file", default="",
                         help="where the trace goes (.json.gz); needed with --trace_level")
-
-
-def check_trace_flags(opts) -> None:
-    """The combinations of the trace flags that cannot be traced."""
-    if opts.trace_level == "none":
-        return
-    if opts.trace_batches < 1:
-        raise FlagError(f"--trace_batches must be >= 1, got {opts.trace_batches}")
-    if not opts.trace_file:
-        raise FlagError(f"--trace_level {opts.trace_level} needs --trace_file")
-    if opts.trace_level == "kernel" and opts.device != "gpu":
-        raise FlagError("--trace_level kernel traces GPU kernels: it needs --device gpu")
 
 
 def trace_pass(opts) -> dict:
@@ -565,11 +522,16 @@ DUMMY_SAMPLES = 1024
 def dummy_system(opts):
     """The dummy as LoadGen's system under test: each batch takes --sleep seconds.
 
+    Its lanes are --inference_streams per device (--num_gpus devices with --device gpu, one
+    on the CPU), each a thread of the harness that sleeps its batch's time: the stand-in for
+    the GPUs of one system under test, with which the harness's dispatch is tested.
     Sample i's class is i % DUMMY_CLASSES; the dummy answers it first, except for every fourth
     sample (i % 4 == 3), where it ranks it second: top-1 is 0.75 and top-5 1.0 over a
     multiple of four samples.
     """
     from benchmark_common.system import InferenceSystem
+
+    devices = max(1, opts.num_gpus) if opts.device == "gpu" else 1
 
     class DummySystem(InferenceSystem):
         title = MODEL_TITLES.get(opts.model, opts.model)
@@ -577,14 +539,15 @@ def dummy_system(opts):
             else DUMMY_SAMPLES
         performance_samples = min(total_samples, DUMMY_SAMPLES)
         num_classes = DUMMY_CLASSES
+        lanes = devices * opts.evaluation.inference_streams
 
         def load(self, indices):
             pass
 
-        def infer(self, indices, top=0):
+        def submit(self, indices, top=0, lane=0):
             one_batch(opts.sleep, opts.busy)
             if not top:
-                return None
+                return lambda: None
             classes, chances = [], []
             for index in indices:
                 label = self.label(index)
@@ -593,7 +556,7 @@ def dummy_system(opts):
                     best[0], best[1] = best[1], best[0]
                 classes.append(best)
                 chances.append([0.5 / (k + 1) for k in range(top)])
-            return classes, chances
+            return lambda: (classes, chances)
 
         def label(self, index):
             return index % DUMMY_CLASSES
@@ -604,14 +567,73 @@ def dummy_system(opts):
     return DummySystem()
 
 
+#: The most pixels an image may have: Pillow's limit (PIL.Image.MAX_IMAGE_PIXELS), which the
+#: framework backends apply (a small file can decode to gigabytes).
+MAX_IMAGE_PIXELS = 89_478_485
+#: Bytes of the header read to tell an image and its size.
+_HEADER_BYTES = 64 * 1024
+
+
+def image_size(path: str) -> tuple[str, int, int]:
+    """(format, width, height) from an image file's header; ValueError when it is no image.
+
+    The dummy decodes nothing (standard library only), but it tells images from other files
+    as the framework backends do: by the signatures of PNG, JPEG, GIF, BMP, WebP and TIFF,
+    and, where the header holds it, the size, refused above MAX_IMAGE_PIXELS.
+    """
+    # O_NONBLOCK: a FIFO is opened without waiting for a writer (and then refused).
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("not a regular file")
+        head = handle.read(_HEADER_BYTES)
+    if not head:
+        raise ValueError("the file is empty")
+    width = height = 0
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
+        kind, width, height = "PNG", *struct.unpack(">II", head[16:24])
+    elif head[:6] in (b"GIF87a", b"GIF89a"):
+        kind, width, height = "GIF", *struct.unpack("<HH", head[6:10])
+    elif head.startswith(b"BM") and len(head) >= 26:
+        kind, width, height = "BMP", *(abs(v) for v in struct.unpack("<ii", head[18:26]))
+    elif head.startswith(b"\xff\xd8\xff"):
+        kind, (width, height) = "JPEG", _jpeg_size(head)
+    elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        kind = "WebP"
+    elif head[:4] in (b"II*\x00", b"MM\x00*"):
+        kind = "TIFF"
+    else:
+        raise ValueError("not an image (no PNG, JPEG, GIF, BMP, WebP or TIFF signature)")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ValueError(f"the image has {width * height} pixels, more than the "
+                         f"{MAX_IMAGE_PIXELS:,} an image may have (a decompression bomb?)")
+    return kind, width, height
+
+
+def _jpeg_size(head: bytes) -> tuple[int, int]:
+    """Width and height from a JPEG's start-of-frame marker ((0, 0) past the header read)."""
+    position = 2
+    while position + 9 < len(head):
+        if head[position] != 0xFF:
+            raise ValueError("not an image (a JPEG whose markers are broken)")
+        marker = head[position + 1]
+        length = struct.unpack(">H", head[position + 2:position + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", head[position + 5:position + 9])
+            return width, height
+        position += 2 + length
+    return 0, 0
+
+
 def predict_files(paths, top: int) -> int:
-    """--predict without a framework: a file's "class" is its size modulo DUMMY_CLASSES."""
+    """--predict without a framework: an image's "class" is its size modulo DUMMY_CLASSES.
+
+    A file that is no image (`image_size`) is an error line, as in the framework backends.
+    """
     failed = 0
     for path in paths:
         try:
+            image_size(path)
             size = os.path.getsize(path)
-            if size == 0:
-                raise ValueError("the file is empty")
         except (OSError, ValueError) as error:
             reason = error.strerror if isinstance(error, OSError) else str(error)
             emit("predict.result", {"image": path, "error": reason})
@@ -647,7 +669,7 @@ def evaluate(opts, world_size: int) -> int:
         os._exit(1)
 
     say(f"dummy backend {__version__}: scenario {evaluation.scenario}, batch {opts.batch_size}, "
-        f"{opts.sleep * 1000:g} ms per batch")
+        f"{opts.sleep * 1000:g} ms per batch, {dummy_system(opts).lanes} lane(s)")
     try:
         results = run_evaluation(dummy_system(opts), evaluation, batch_size=opts.batch_size,
                                  warmup=opts.num_warmup_batches, say=say, abort=abort)

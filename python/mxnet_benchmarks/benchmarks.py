@@ -26,6 +26,10 @@ from mxnet_benchmarks.protocol import emit, failure, now_iso, say, timing_result
 #: Environment variables MXNet reads when it starts that change what a run measures.
 TUNING_VARIABLES = ("MXNET_CUDNN_AUTOTUNE_DEFAULT", "MXNET_CUDA_ALLOW_TENSOR_CORE",
                     "MXNET_SUBGRAPH_BACKEND", "OMP_NUM_THREADS")
+#: Why an MXNet run has no FLOPs (docs/efficiency.md): its models are definitions of their
+#: own, which PyTorch's counter cannot read, and MXNet 1.9 has no counter of its own.
+FLOPS_UNAVAILABLE = ("MXNet has no FLOP counter, and its model definitions are its own: "
+                     "PyTorch's count of the same architecture would be a guess")
 
 
 def configure_environment(opts: Options) -> None:
@@ -70,6 +74,7 @@ def print_report(report, start_time: str, framework_version: str) -> None:
     if report.real_data:
         emit("results.time_data_wait", sum(report.waits_ms) / len(report.waits_ms))
     emit("results.mem_peak", report.mem_peak_mib)
+    emit("results.flops_unavailable", FLOPS_UNAVAILABLE)
     for key, value in report.trace.items():
         emit(key, value)
     emit("results.end_time", now_iso())

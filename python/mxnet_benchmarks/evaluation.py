@@ -7,12 +7,18 @@ synthetic (distinct random samples, class i % classes) or the first samples of `
 preprocessed once by `benchmark_common.preprocess` (the same numbers as the PyTorch
 backend's) and kept on the context while LoadGen has them loaded. See docs/evaluation.md.
 
-A hybridized network with a static graph (`--static_graph`) plans its memory per shape: it
-runs only the batch sizes the scenario prepared, a smaller batch padded up to the next one.
+Every batch size the scenario forms is run before LoadGen starts (`prepare`: each shape's
+graph is bound, its memory planned, oneDNN's primitives made), each from an input buffer of
+its own; a smaller batch is copied into the next prepared size's buffer and the padding's
+outputs are dropped, so that the network meets no shape inside the run. MXNet has no
+counter of its own for what it re-plans: `compilations` counts the batches no prepared size
+holds. One lane: Gluon's cached graphs are not for several threads at once, so the plan
+refuses `exp.inference_streams` above 1 and several GPUs for MXNet scenarios.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,8 +45,12 @@ class MXNetSystem(ResidentSamples):
         self.context = context
         self.dtype = opts.dtype
         self.net = net
-        self.static = opts.hybridize and opts.static_graph
+        self.asynchronous = context.device_type == "gpu"  # MXNet's engine runs it meanwhile
         self.sizes: list[int] = []
+        self.inputs: dict[int, mx.nd.NDArray] = {}
+        self.sealed = False
+        #: Batches met after `prepare` that no prepared size holds (run as they came).
+        self.unprepared = 0
         self.title = model.title
         self.num_classes = model.num_classes
         self.image_size = model.input_shape[-1]
@@ -73,30 +83,40 @@ class MXNetSystem(ResidentSamples):
         return mx.nd.take(self.pool, rows, axis=0)
 
     def forward(self, batch: mx.nd.NDArray) -> mx.nd.NDArray:
-        """The network's output, padding the batch to a prepared size with a static graph."""
+        """The network's output, the batch copied into the next prepared size's buffer."""
         count = batch.shape[0]
-        size = next((s for s in self.sizes if s >= count), None) if self.static else None
-        if size is None or size == count:
+        at = bisect.bisect_left(self.sizes, count)
+        if at == len(self.sizes):
+            if self.sealed:
+                self.unprepared += 1
             return self.net(batch)
-        padding = mx.nd.zeros((size - count, *batch.shape[1:]), ctx=self.context,
-                              dtype=self.dtype)
-        return self.net(mx.nd.concat(batch, padding, dim=0))[:count]
+        size = self.sizes[at]
+        static = self.inputs[size]
+        static[0:count] = batch
+        output = self.net(static)
+        return output if count == size else output[0:count]
 
-    def infer(self, indices: Sequence[int], top: int = 0) -> TopK | None:
+    def submit(self, indices: Sequence[int], top: int = 0,
+               lane: int = 0) -> Callable[[], TopK | None]:
+        """Start a batch (MXNet's engine runs it asynchronously); the function waits."""
         output = self.forward(self.batch(indices))
         if top:
-            return top_classes(output, top)
-        output.wait_to_read()
-        return None
+            return lambda: top_classes(output, top)
+        return output.wait_to_read
 
-    def warm_up(self, batch_sizes: Sequence[int], repeats: int) -> None:
-        resident = sorted(self.rows)
-        for size in sorted(set(batch_sizes)):
+    def prepare(self, batch_sizes: Sequence[int], repeats: int,
+                resident: Sequence[int]) -> None:
+        for size in sorted(set(batch_sizes), reverse=True):
             indices = [resident[i % len(resident)] for i in range(size)]
+            self.inputs[size] = self.batch(indices).copy()
+            self.sizes = sorted(self.inputs)
             for _ in range(repeats):
-                self.forward(self.batch(indices)).wait_to_read()
-            self.sizes = sorted({*self.sizes, size})
+                self.forward(self.inputs[size]).wait_to_read()
         mx.nd.waitall()
+        self.sealed = True
+
+    def compilations(self) -> int:
+        return self.unprepared
 
 
 def top_classes(output: mx.nd.NDArray, top: int) -> TopK:
@@ -115,11 +135,16 @@ def evaluate(opts: Options, abort: Callable[[BaseException], None]) -> dict[str,
     evaluation = opts.evaluation
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    model = create_model(opts.model)
+    model = create_model(opts.model, opts.num_classes)
     if evaluation.scenario == "accuracy" and not opts.data_dir:
         raise BenchmarkError("--scenario accuracy needs a dataset (--data_dir)")
     mx.random.seed(opts.seed)
     contexts = make_contexts(opts)
+    if evaluation.scenario != "benchmark" and (len(contexts) > 1 or
+                                               evaluation.inference_streams > 1):
+        raise BenchmarkError(f"--scenario {evaluation.scenario} runs on one context with one "
+                             f"batch in flight in MXNet (got {len(contexts)} context(s), "
+                             f"--inference_streams {evaluation.inference_streams})")
     net = build_network(model, opts, contexts)
     say(f"evaluation: model={model.model_id} scenario={evaluation.scenario} "
         f"context={contexts[0]} dtype={opts.dtype} batch={opts.batch_size} "

@@ -9,12 +9,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from benchmark_common.options import (
-    EvaluationFlagError,
-    EvaluationOptions,
-    add_evaluation_flags,
-    evaluation_options,
+from benchmark_common.flags import (
+    TRACE_LEVELS,
+    FlagError,
+    FlagParser,
+    ProtocolOptions,
+    add_bool_flag,
+    add_num_classes_flag,
+    check_trace_flags,
 )
+from benchmark_common.options import EvaluationOptions, add_evaluation_flags, evaluation_options
 
 from .errors import BenchmarkError
 
@@ -22,36 +26,13 @@ DEVICES = ("cpu", "gpu")
 DTYPES = ("float32", "float16")
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 GRAPH_BACKENDS = ("none", "onednn")
-TRACE_LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
-
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-
-
-def parse_bool(text: str) -> bool:
-    """`true/false/yes/no/on/off/1/0`, any case."""
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true/false/yes/no/on/off/1/0)")
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ProtocolOptions):
     """Everything one benchmark run needs, validated."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
     cpu_contexts: int
-    device: str
-    dtype: str
-    data_dir: str
     kv_store: str
     num_threads: int
     hybridize: bool
@@ -64,6 +45,8 @@ class Options:
     learning_rate: float
     seed: int
     extra_models: str = ""
+    #: The model's class count; 0: the registered one.
+    num_classes: int = 0
     #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
     evaluation: EvaluationOptions = EvaluationOptions()
     #: The traced pass after the timed batches (docs/tracing.md).
@@ -77,19 +60,6 @@ class Options:
         return self.kv_store.startswith("dist_")
 
 
-class _Parser(argparse.ArgumentParser):
-    """Raises BenchmarkError instead of exiting, so failures still print the protocol."""
-
-    def error(self, message: str):  # noqa: D102
-        raise BenchmarkError(message)
-
-
-def _add_bool(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
-    # nargs="?" with const=True: a bare `--flag` means true, `--flag no` means false.
-    parser.add_argument(name, type=parse_bool, nargs="?", const=True, default=default,
-                        help=f"{help_text} (default: {str(default).lower()})")
-
-
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise BenchmarkError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")
@@ -97,9 +67,9 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of `benchmarks.py`."""
-    p = _Parser(prog="benchmarks.py", description="MXNet benchmark backend of dlbs.")
+    p = FlagParser(prog="benchmarks.py", description="MXNet benchmark backend of dlbs.")
     p.add_argument("--model", required=True, help="model id; an unknown id lists the known ones")
-    _add_bool(p, "--forward_only", False, "inference if true, else training")
+    add_bool_flag(p, "forward_only", False, "inference if true, else training", show_default=True)
     p.add_argument("--batch_size", type=int, default=16, help="per-device batch")
     p.add_argument("--num_batches", type=int, default=10, help="timed iterations")
     p.add_argument("--num_warmup_batches", type=int, default=2, help="untimed iterations first")
@@ -114,20 +84,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv_store", default="device", help=", ".join(KV_STORES))
     p.add_argument("--num_threads", type=int, default=0,
                    help="CPU threads for operators (OMP_NUM_THREADS); 0 keeps MXNet's choice")
-    _add_bool(p, "--hybridize", True, "run the network as a cached graph (Gluon hybridize)")
-    _add_bool(p, "--static_graph", True,
-              "hybridize with static_alloc and static_shape (memory planned once)")
+    add_bool_flag(p, "hybridize", True, "run the network as a cached graph (Gluon hybridize)",
+                  show_default=True)
+    add_bool_flag(p, "static_graph", True,
+                  "hybridize with static_alloc and static_shape (memory planned once)",
+                  show_default=True)
     p.add_argument("--graph_backend", default="none",
                    help="subgraph backend for inference: none, or onednn (MXNet's MKLDNN "
                    "fusion on CPU)")
-    _add_bool(p, "--cudnn_autotune", True, "let MXNet pick convolution algorithms on GPU")
-    _add_bool(p, "--data_shuffle", False, "shuffle RecordIO records")
+    add_bool_flag(p, "cudnn_autotune", True, "let MXNet pick convolution algorithms on GPU",
+                  show_default=True)
+    add_bool_flag(p, "data_shuffle", False, "shuffle RecordIO records", show_default=True)
     p.add_argument("--preprocess_threads", type=int, default=4, help="RecordIO decoder threads")
     p.add_argument("--prefetch_buffer", type=int, default=10, help="RecordIO batches prefetched")
     p.add_argument("--learning_rate", type=float, default=0.01, help="SGD learning rate")
     p.add_argument("--seed", type=int, default=1, help="seed of weights and synthetic data")
     p.add_argument("--extra_models", default="",
                    help="a Python file that registers more models with @register_model")
+    add_num_classes_flag(p)
     add_evaluation_flags(p)
     p.add_argument("--trace_level", default="none", help="after the timed batches, trace more "
                    f"at this level: {', '.join(TRACE_LEVELS)} (none: no trace)")
@@ -139,10 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_options(argv: list[str]) -> Options:
     """Parse and validate `argv`; any problem is a BenchmarkError naming the flag."""
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         evaluation = evaluation_options(args)
-    except EvaluationFlagError as error:
+    except FlagError as error:
         raise BenchmarkError(str(error)) from None
     opts = Options(**vars(args), evaluation=evaluation)
     _choice("device", opts.device, DEVICES)
@@ -182,14 +156,12 @@ def parse_options(argv: list[str]) -> Options:
 
 def _check_trace(opts: Options) -> None:
     _choice("trace_level", opts.trace_level, TRACE_LEVELS)
+    try:
+        check_trace_flags(opts.trace_level, opts.trace_batches, opts.trace_file, opts.device)
+    except FlagError as error:
+        raise BenchmarkError(str(error)) from None
     if opts.trace_level == "none":
         return
-    if opts.trace_batches < 1:
-        raise BenchmarkError(f"--trace_batches must be at least 1, got {opts.trace_batches}")
-    if not opts.trace_file:
-        raise BenchmarkError(f"--trace_level {opts.trace_level} needs --trace_file")
-    if opts.trace_level == "kernel" and opts.device != "gpu":
-        raise BenchmarkError("--trace_level kernel traces the GPU: it needs --device gpu")
     if opts.trace_level == "layer" and opts.hybridize:
         raise BenchmarkError("--trace_level layer times each block's call, which a hybridized "
                              "graph runs as one: add --hybridize false")

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import mxnet as mx
 from benchmark_common.memory import peak_rss_mib
+from benchmark_common.timed_marks import TimedMarks
 from mxnet import autograd, gluon
 
 from .data import RecordIOBatches, SyntheticBatches
 from .errors import BenchmarkError
 from .models import Model, create_model, load_model_file
 from .options import Options
+from .protocol import emit
 from .tracing import Tracer, in_phase
 
 #: The name MXNet 1.x registers its oneDNN (formerly MKL-DNN) CPU fusion backend under.
@@ -79,7 +82,7 @@ def build_network(model: Model, opts: Options, contexts: list[mx.Context]) -> gl
     net = model.build()
     net.initialize(mx.init.Xavier(magnitude=2.0), ctx=contexts)
     if opts.evaluation.weights:
-        load_weights(net, opts.evaluation.weights, model.model_id, contexts)
+        load_weights(net, opts.evaluation.weights, model, contexts)
     if opts.dtype != "float32":
         net.cast(opts.dtype)
     if opts.hybridize:
@@ -89,7 +92,7 @@ def build_network(model: Model, opts: Options, contexts: list[mx.Context]) -> gl
     return net
 
 
-def load_weights(net: gluon.Block, path: str, model_id: str,
+def load_weights(net: gluon.Block, path: str, model: Model,
                  contexts: list[mx.Context]) -> None:
     """Trained weights (`--weights`): a `.params` file saved by `net.save_parameters`."""
     if not os.path.isfile(path):
@@ -100,8 +103,25 @@ def load_weights(net: gluon.Block, path: str, model_id: str,
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         reason = lines[-1] if lines and lines[0].startswith("Traceback") else (
             lines[0] if lines else type(error).__name__)
-        raise BenchmarkError(f"--weights {path} cannot be loaded into model {model_id}: "
-                             f"{reason}") from None
+        saved = _saved_class_count(reason, model.num_classes)
+        hint = "" if saved is None else (
+            f"; the weights have {saved} classes, the model {model.num_classes}: set "
+            f"exp.num_classes to {saved} (the backend's --num_classes {saved})")
+        raise BenchmarkError(f"--weights {path} cannot be loaded into model {model.model_id}: "
+                             f"{reason}{hint}") from None
+
+
+#: MXNet's message for a parameter of another shape: "... expected (1000, 512) vs saved (10,
+#: 512)" (a deferred input size shows as 0).
+_SHAPES = re.compile(r"expected \((\d+)\b[^)]*\) vs saved \((\d+)\b")
+
+
+def _saved_class_count(reason: str, num_classes: int) -> int | None:
+    """The saved parameter's first dimension, where MXNet refused the model's last layer."""
+    match = _SHAPES.search(reason)
+    if match and int(match.group(1)) == num_classes and int(match.group(2)) != num_classes:
+        return int(match.group(2))
+    return None
 
 
 def _device_memory_mib(contexts: list[mx.Context]) -> float:
@@ -159,7 +179,7 @@ def run(opts: Options) -> tuple[Report, int]:
     """Run the benchmark; return the report and this process's rank (0 prints it)."""
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    model = create_model(opts.model)
+    model = create_model(opts.model, opts.num_classes)
     mx.random.seed(opts.seed)
     contexts = make_contexts(opts)
     kvstore = make_kvstore(opts)
@@ -202,10 +222,13 @@ def run(opts: Options) -> tuple[Report, int]:
     if num_workers > 1:
         kvstore._barrier()  # every worker starts its timed batches together
     times_ms, waits_ms = [], []
+    marks = TimedMarks(emit, enabled=rank == 0)  # the energy's interval (docs/efficiency.md)
+    marks.start()
     for _ in range(opts.num_batches):
         elapsed_ms, waited_ms = timed_batch()
         times_ms.append(elapsed_ms)
         waits_ms.append(waited_ms)
+    marks.end()
     # The traced pass comes after the timed batches and never counts in them (nor in mem_peak).
     trace = tracer.run(lambda: batches.next()[:2], traced_step, net, eager=not opts.hybridize) \
         if tracer else {}

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmark_common.chrome_trace import (  # noqa: F401 - write_trace: the writer
+from benchmark_common.chrome_trace import (  # noqa: F401 - the writer and the nesting
     LAYER,
     PHASE,
-    SPAN_CATEGORIES,
     STEP,
     Event,
+    nest_spans,
     write_trace,
 )
 
-_ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
 #: Ids above this are MXNet's hashes, renumbered.
 _LARGEST_ID = 2**31 - 1
 
@@ -55,35 +54,3 @@ def merge_events(spans: list[Event], profiled: list[Event]) -> list[Event]:
             events.append(event)
     events.extend(spans)
     return events
-
-
-def _end(event: Event) -> float:
-    return event["ts"] + event["dur"]
-
-
-def nest_spans(events: list[Event], layers: dict[str, dict[str, str]]) -> None:
-    """batch, parent and depth of the traced pass's spans, from how they nest."""
-    by_thread: dict[tuple[Any, Any], list[Event]] = {}
-    for event in events:
-        if event.get("cat") in SPAN_CATEGORIES and event.get("ph") == "X":
-            by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
-    for spans in by_thread.values():
-        spans.sort(key=lambda e: (e["ts"], -e["dur"], _ORDER[e["cat"]]))
-        open_spans: list[Event] = []
-        batch = -1
-        for span in spans:
-            while open_spans and (span["ts"] >= _end(open_spans[-1]) or
-                                  _end(span) > _end(open_spans[-1])):
-                open_spans.pop()
-            args = span.setdefault("args", {})
-            if span["cat"] == STEP:
-                batch += 1
-                args["batch"] = batch
-            elif batch >= 0 and any(outer["cat"] == STEP for outer in open_spans):
-                args["batch"] = batch
-            if span["cat"] == LAYER:
-                enclosing = [outer for outer in open_spans if outer["cat"] == LAYER]
-                args["parent"] = enclosing[-1]["name"] if enclosing else ""
-                args["depth"] = len(enclosing)
-                args.update(layers.get(span["name"], {}))
-            open_spans.append(span)

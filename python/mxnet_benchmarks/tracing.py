@@ -27,17 +27,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mxnet as mx
+from benchmark_common.flags import traces_at_least as at_least
 
 from . import trace_file
 from .trace_file import LAYER, PHASE, STEP
 
-LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
 _NO_SPAN = contextlib.nullcontext()
-
-
-def at_least(level: str, wanted: str) -> bool:
-    """Whether a trace of `level` records what `wanted` records."""
-    return LEVELS.index(level) >= LEVELS.index(wanted)
 
 
 class _Spans:

@@ -1,12 +1,15 @@
 """The PyTorch backend's models, exported to ONNX into a cache (torch, onnx, onnxscript).
 
 One file per model, dtype, batch and weights (the seed of the random initialisation):
-`<cache_dir>/<model>-<dtype>-b<batch>-seed<seed>.onnx`. The batch is fixed in the graph, as
+`<cache_dir>/<model>-<dtype>-b<batch>-seed<seed>.onnx` (`<model>-c<classes>-...` with
+`--num_classes`). The batch is fixed in the graph, as
 inference engines prefer. A file is written under a temporary name in the cache folder and
 renamed into place (an atomic rename on POSIX), so two runs exporting the same model at once
 never see half a file: each renames a complete one. The file's metadata names what it holds
-(`dlbs.model`, `dlbs.dtype`, `dlbs.batch`, `dlbs.seed`, `dlbs.title`, `dlbs.torch`), which
-the session checks when it reuses it.
+(`dlbs.model`, `dlbs.dtype`, `dlbs.batch`, `dlbs.seed`, `dlbs.title`, `dlbs.torch`, and
+`dlbs.num_classes` with `--num_classes`), which the session checks when it reuses it, and the
+model's forward FLOPs per sample as the PyTorch backend counts them (`dlbs.flops_per_sample`,
+docs/efficiency.md).
 
 torch is imported only here, in a child process (`python export.py <the backend's flags>`)
 and only when a model has to be exported: the process that times the session never imports
@@ -37,6 +40,8 @@ ERROR_PREFIX = "export.py: error: "
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 #: The folder name of the PyTorch backend, looked for beside this backend's folder.
 PYTORCH_BACKEND = "pytorch_benchmarks"
+#: The model file's metadata entry with its forward FLOPs per sample.
+FLOPS_METADATA = "dlbs.flops_per_sample"
 
 
 def log(message: str) -> None:
@@ -46,15 +51,19 @@ def log(message: str) -> None:
 
 def expected_metadata(opts: Options) -> dict[str, str]:
     """What a cached file of these options must say it holds."""
-    return {"dlbs.model": opts.model, "dlbs.dtype": opts.dtype,
-            "dlbs.batch": str(opts.batch_size), "dlbs.seed": str(opts.seed)}
+    expected = {"dlbs.model": opts.model, "dlbs.dtype": opts.dtype,
+                "dlbs.batch": str(opts.batch_size), "dlbs.seed": str(opts.seed)}
+    if opts.num_classes:
+        expected["dlbs.num_classes"] = str(opts.num_classes)
+    return expected
 
 
 def cache_path(opts: Options) -> Path:
     """The cache file of the model, dtype, batch and seed of `opts`."""
     if not _SAFE_ID.fullmatch(opts.model):
         raise UserError(f"--model {opts.model!r}: not a model id (letters, digits, _ . -)")
-    name = f"{opts.model}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
+    classes = f"-c{opts.num_classes}" if opts.num_classes else ""
+    name = f"{opts.model}{classes}-{opts.dtype}-b{opts.batch_size}-seed{opts.seed}.onnx"
     return Path(opts.cache_dir) / name
 
 
@@ -98,7 +107,7 @@ def export(opts: Options, path: Path) -> None:
     torch = _import_torch()
     registry = model_registry(opts)
     try:
-        spec = registry.get_model_spec(opts.model)
+        spec = registry.get_model_spec(opts.model, opts.num_classes)
     except ValueError as error:  # the PyTorch backend's UnknownModelError lists the ids
         raise UserError(str(error)) from None
     dtype = {"float32": torch.float32, "float16": torch.float16,
@@ -110,7 +119,8 @@ def export(opts: Options, path: Path) -> None:
     with torch.inference_mode(False), torch.no_grad():
         program = torch.onnx.export(model, (example,), dynamo=True, verbose=False)
     program.model.metadata_props.update({
-        **expected_metadata(opts), "dlbs.title": spec.title, "dlbs.torch": torch.__version__})
+        **expected_metadata(opts), "dlbs.title": spec.title, "dlbs.torch": torch.__version__,
+        **_flops_metadata(registry, spec)})
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
                                          dir=path.parent)
@@ -125,6 +135,17 @@ def export(opts: Options, path: Path) -> None:
         raise
     log(f"exported {opts.model} ({opts.dtype}, batch {opts.batch_size}, seed {opts.seed}) "
         f"to {path} in {time.perf_counter() - started:.1f} s (torch {torch.__version__})")
+
+
+def _flops_metadata(registry, spec) -> dict[str, str]:
+    """The forward FLOPs per sample of the exported model, counted by the PyTorch backend."""
+    try:
+        flops = importlib.import_module(registry.__name__.rsplit(".", 1)[0] + ".flops")
+        forward, _ = flops.count_flops_per_sample(spec.build, spec.input_shape, training=False)
+    except Exception as error:  # noqa: BLE001 - the export goes on; the run says why
+        log(f"the FLOPs of {spec.model_id} could not be counted: {error}")
+        return {}
+    return {FLOPS_METADATA: repr(float(forward))}
 
 
 def export_in_child(opts: Options, argv: Sequence[str]) -> None:

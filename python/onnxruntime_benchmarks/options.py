@@ -10,12 +10,17 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import UserError
+from benchmark_common.flags import (
+    FlagError,
+    FlagParser,
+    ProtocolOptions,
+    add_bool_flag,
+    add_num_classes_flag,
+    parse_dtype,
+)
 
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-DTYPES = {"float": "float32", "float32": "float32", "float16": "float16",
-          "bfloat16": "bfloat16"}
+__all__ = ["FlagError", "Options", "build_parser", "parse_options"]
+
 #: `--graph_optimization_level` -> the name of onnxruntime.GraphOptimizationLevel's member.
 OPTIMIZATION_LEVELS = {
     "disabled": "ORT_DISABLE_ALL",
@@ -33,50 +38,10 @@ PROVIDERS = {
 EXECUTION_MODES = ("sequential", "parallel")
 
 
-class FlagError(UserError):
-    """A bad command line: the message names the flag and what is accepted."""
-
-
-def parse_bool(text: str) -> bool:
-    """true/false/yes/no/on/off/1/0, any case."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(
-        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}")
-
-
-def parse_dtype(text: str) -> str:
-    """float/float32/float16/bfloat16 -> the canonical name."""
-    try:
-        return DTYPES[text.strip().lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(
-            f"unsupported dtype {text!r}; choose one of {', '.join(DTYPES)}") from None
-
-
-class _Parser(argparse.ArgumentParser):
-    """Raises FlagError instead of exiting, so that the failure keys are still printed."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise FlagError(message)
-
-
 @dataclass(frozen=True)
-class Options:
+class Options(ProtocolOptions):
     """Parsed and checked options (the attributes mirror the flags)."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
-    device: str
-    dtype: str
-    data_dir: str
     graph_optimization_level: str
     execution_provider: str
     intra_op_threads: int
@@ -87,23 +52,20 @@ class Options:
     cache_dir: str
     pytorch_backend: str
     seed: int
-
-
-def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
-    """'--x', '--x true', '--x=off' ... (a bare flag means true)."""
-    parser.add_argument(f"--{name}", type=parse_bool, nargs="?", const=True, default=default,
-                        help=f"{help_text} (default: {str(default).lower()})")
+    #: The exported model's class count; 0: the registered one.
+    num_classes: int
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every flag the backend accepts."""
-    p = _Parser(prog="benchmarks.py",
+    p = FlagParser(prog="benchmarks.py",
                 description="ONNX Runtime benchmark backend of dlbs: times inference of one "
                             "model (the PyTorch backend's, exported to ONNX, or a .onnx file).")
     p.add_argument("--model", required=True,
                    help="model id of the PyTorch backend (exported to ONNX); with --model_file "
                         "only the model's name")
-    _bool_flag(p, "forward_only", False, "inference if true; training is refused")
+    add_bool_flag(p, "forward_only", False, "inference if true; training is refused",
+                  show_default=True)
     p.add_argument("--batch_size", type=int, default=16, help="instances per batch")
     p.add_argument("--num_batches", type=int, default=100, help="timed batches")
     p.add_argument("--num_warmup_batches", type=int, default=1, help="untimed batches first")
@@ -124,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "ONNX Runtime's choice")
     p.add_argument("--execution_mode", default="sequential", choices=list(EXECUTION_MODES),
                    help="run operators one at a time, or independent ones in parallel")
-    _bool_flag(p, "allow_spinning", True, "idle intra-op threads spin for work")
+    add_bool_flag(p, "allow_spinning", True, "idle intra-op threads spin for work",
+                  show_default=True)
     p.add_argument("--model_file", default="",
                    help="a .onnx file to run instead of exporting --model (torch not needed)")
     p.add_argument("--cache_dir", default="onnx_cache",
@@ -134,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "pytorch_benchmarks beside this backend's folder)")
     p.add_argument("--seed", type=int, default=0,
                    help="torch.manual_seed before the exported model is built (its weights)")
+    add_num_classes_flag(p, "the exported model's number of classes, its last layer (0: the "
+                            "model's own)")
     return p
 
 
@@ -164,6 +129,9 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
                             f"got {opts.num_gpus}")
     elif opts.execution_provider != "cpu":
         raise FlagError(f"--execution_provider {opts.execution_provider} needs --device gpu")
+    if opts.model_file and opts.num_classes:
+        raise FlagError("--num_classes sizes an exported model of the PyTorch backend; a "
+                        "--model_file runs as it is")
     if opts.model_file and not opts.model_file.endswith(".onnx"):
         raise FlagError(f"--model_file {opts.model_file!r}: expected a .onnx file")
     return opts

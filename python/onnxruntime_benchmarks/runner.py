@@ -7,9 +7,10 @@ from typing import Any
 
 import onnxruntime as ort
 from benchmark_common.memory import peak_rss_mib
-from benchmark_common.protocol import time_statistics
+from benchmark_common.protocol import emit, time_statistics
+from benchmark_common.timed_marks import TimedMarks
 
-from .export import log
+from .export import FLOPS_METADATA, log
 from .models import resolve_model
 from .options import Options
 from .session import make_session, make_step, synthetic_feeds
@@ -30,7 +31,8 @@ def run_benchmark(opts: Options, argv: Sequence[str]) -> dict[str, Any]:
         f"intra_op_threads={opts.intra_op_threads} inter_op_threads={opts.inter_op_threads} "
         f"execution_mode={opts.execution_mode} allow_spinning={opts.allow_spinning} "
         f"onnxruntime={ort.__version__} exported_by_torch={metadata.get('dlbs.torch', '-')}")
-    timings = run_timed_loop(step, opts.num_warmup_batches, opts.num_batches)
+    timings = run_timed_loop(step, opts.num_warmup_batches, opts.num_batches,
+                             TimedMarks(emit))
     results: dict[str, Any] = time_statistics(timings.batch_ms)
     results["results.throughput"] = opts.batch_size * 1000.0 / results["results.time"]
     results["results.time_data"] = timings.batch_ms
@@ -38,6 +40,22 @@ def run_benchmark(opts: Options, argv: Sequence[str]) -> dict[str, Any]:
     if opts.device == "cpu":
         # ONNX Runtime has no peak counter for device memory: on a GPU nothing is printed.
         results["results.mem_peak"] = peak_rss_mib()
+    results.update(flops_results(metadata))
     results["exp.model_title"] = metadata.get("dlbs.title") or opts.model
     results["exp.framework_ver"] = ort.__version__
     return results
+
+
+def flops_results(metadata: dict[str, str]) -> dict[str, Any]:
+    """FLOPs per sample from the model file's metadata (the exporter counted them), or why not.
+
+    The session runs the PyTorch backend's model definition exported as it is, so its FLOPs
+    are the PyTorch backend's forward count (docs/efficiency.md).
+    """
+    try:
+        return {"results.flops_per_sample": float(metadata[FLOPS_METADATA])}
+    except (KeyError, ValueError):
+        return {"results.flops_unavailable":
+                f"the model file has no {FLOPS_METADATA} (dlbs writes it when it exports one "
+                "of the PyTorch backend's models; a file of your own, or one an older dlbs "
+                "exported, has none)"}

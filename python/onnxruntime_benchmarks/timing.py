@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from benchmark_common.timed_marks import TimedMarks
+
 
 @dataclass
 class Timings:
@@ -19,15 +21,23 @@ class Timings:
     batch_ms: list[float] = field(default_factory=list)
 
 
-def run_timed_loop(step: Callable[[], object], num_warmup: int, num_batches: int) -> Timings:
-    """Run `num_warmup` untimed-for-results steps, then `num_batches` timed ones."""
+def run_timed_loop(step: Callable[[], object], num_warmup: int, num_batches: int,
+                   marks: TimedMarks | None = None) -> Timings:
+    """Run `num_warmup` untimed-for-results steps, then `num_batches` timed ones.
+
+    `marks` print the timed interval's start and end (docs/efficiency.md).
+    """
     timings = Timings()
     for _ in range(num_warmup):
         start = time.perf_counter()
         step()
         timings.warmup_ms.append((time.perf_counter() - start) * 1000.0)
+    if marks is not None:
+        marks.start()
     for _ in range(num_batches):
         start = time.perf_counter()
         step()
         timings.batch_ms.append((time.perf_counter() - start) * 1000.0)
+    if marks is not None:
+        marks.end()
     return timings

@@ -18,7 +18,7 @@ if __package__ in (None, ""):
     # Run as a script: make the package importable from the folder that holds it.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmark_common.protocol import emit, emit_failure, now_iso  # noqa: E402
+from benchmark_common.protocol import emit, emit_failure, now_iso, refuse  # noqa: E402
 
 from pytorch_benchmarks.cli import FlagError, parse_options  # noqa: E402
 from pytorch_benchmarks.errors import UserError  # noqa: E402
@@ -77,9 +77,7 @@ def _world_size() -> int:
 
 def _refuse(message: str) -> int:
     """A user error: the failure keys, one line on stderr, exit 2 and no traceback."""
-    one_line = " ".join(message.split())
-    emit_failure(one_line)
-    print(f"benchmarks.py: error: {one_line}", file=sys.stderr, flush=True)
+    refuse(message)
     return UserError.exit_status
 
 

@@ -3,82 +3,66 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmark_common.options import (
-    EvaluationFlagError,
-    EvaluationOptions,
-    add_evaluation_flags,
-    evaluation_options,
+from benchmark_common.flags import (
+    FlagError,
+    FlagParser,
+    ProtocolOptions,
+    add_bool_flag,
+    add_num_classes_flag,
+    parse_auto_bool,
+    parse_bool,
+    parse_dtype,
 )
+from benchmark_common.options import EvaluationOptions, add_evaluation_flags, evaluation_options
 
-from .errors import UserError
 from .trace_flags import TraceOptions, add_trace_flags, trace_options
 
-_TRUE = {"true", "yes", "on", "1", "t", "y"}
-_FALSE = {"false", "no", "off", "0", "f", "n"}
-DTYPES = {"float": "float32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+__all__ = ["FlagError", "Options", "build_parser", "parse_bool", "parse_dtype", "parse_options"]
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+OPTIMIZERS = ("sgd", "lars")
+OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
 
 
-class FlagError(UserError):
-    """A bad command line: the message names the flag and what is accepted."""
-
-
-def parse_bool(text: str) -> bool:
-    """true/false/yes/no/on/off/1/0 (any case); anything else is an error."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(
-        f"expected a boolean (true/false/yes/no/on/off/1/0), got {text!r}"
-    )
-
-
-def parse_dtype(text: str) -> str:
-    """float/float32/float16/bfloat16 -> the canonical torch name."""
+def parse_inductor_option(text: str) -> tuple[str, object]:
+    """NAME=VALUE, the value read as JSON where it parses (true, 3, 0.5), else as a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     try:
-        return DTYPES[text.strip().lower()]
-    except KeyError:
-        raise argparse.ArgumentTypeError(
-            f"unsupported dtype {text!r}; choose one of {', '.join(DTYPES)}"
-        ) from None
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = value
+    if isinstance(parsed, list | dict) or parsed is None:
+        parsed = value
+    return name.strip(), parsed
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises FlagError instead of exiting, so failures are reported."""
-
-    def error(self, message: str):  # type: ignore[override]
-        raise FlagError(message)
-
-
-@dataclass
-class Options:
+@dataclass(frozen=True)
+class Options(ProtocolOptions):
     """Parsed and checked options (the attributes mirror the flags)."""
 
-    model: str
-    forward_only: bool
-    batch_size: int
-    num_batches: int
-    num_warmup_batches: int
-    num_gpus: int
-    device: str
-    dtype: str
-    data_dir: str
     data_backend: str
     data_shuffle: bool
     num_loader_threads: int
+    decode: str
     data_loader_only: bool
     synthetic_data_location: str
     cudnn_benchmark: bool
     cudnn_fastest: bool
     tf32: bool
-    channels_last: bool
+    #: True, False or "auto" (channels-last for image models on a GPU: runner.memory_format_for).
+    channels_last: bool | str
     compile: bool
     compile_mode: str
+    #: torch._inductor.config settings for torch.compile, (name, value) pairs.
+    inductor_options: list[tuple[str, object]]
+    optimizer: str
+    optimizer_impl: str
     freezing: bool
     cuda_graphs: bool
     num_threads: int
@@ -87,6 +71,8 @@ class Options:
     ddp_broadcast_buffers: bool
     ddp_comm_hook: str
     extra_models: str
+    #: The model's class count; 0: the registered one.
+    num_classes: int
     timing: str
     compile_ddp: str
     lr: float
@@ -101,23 +87,16 @@ class Options:
         return "inference" if self.forward_only else "training"
 
 
-def _bool_flag(parser: argparse.ArgumentParser, name: str, default: bool, help_text: str) -> None:
-    """A boolean flag: '--x', '--x true', '--x=off' ... (a bare flag means true)."""
-    parser.add_argument(
-        f"--{name}", type=parse_bool, nargs="?", const=True, default=default, help=help_text
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Every flag the backend accepts."""
-    p = _Parser(
+    p = FlagParser(
         prog="benchmarks.py",
         description="PyTorch benchmark backend of dlbs: times training or inference of one model.",
     )
     p.add_argument(
         "--model", required=True, help="model id; an unknown id is an error that lists every id"
     )
-    _bool_flag(p, "forward_only", False, "inference if true, else training")
+    add_bool_flag(p, "forward_only", False, "inference if true, else training")
     p.add_argument("--batch_size", type=int, default=16, help="per-replica batch")
     p.add_argument("--num_batches", type=int, default=100, help="timed iterations")
     p.add_argument("--num_warmup_batches", type=int, default=1, help="untimed iterations first")
@@ -133,43 +112,77 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["caffe_lmdb", "image_folder"],
         help="the format of --data_dir",
     )
-    _bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
+    add_bool_flag(p, "data_shuffle", False, "shuffle the real dataset every epoch")
     p.add_argument("--num_loader_threads", type=int, default=4, help="data loader worker processes")
-    _bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
+    p.add_argument(
+        "--decode",
+        default="cpu",
+        choices=["cpu", "gpu"],
+        help="real data: decode and augment images on the host (DataLoader workers, Pillow) "
+        "or on the GPU (nvJPEG, image_folder of JPEG files)",
+    )
+    add_bool_flag(p, "data_loader_only", False, "time only the data loader (no model)")
     p.add_argument(
         "--synthetic_data_location",
         default="device",
         choices=["device", "pinned_host"],
         help="synthetic batch kept on the device, or copied from pinned host memory every step",
     )
-    _bool_flag(p, "cudnn_benchmark", True, "cuDNN autotuner (torch.backends.cudnn.benchmark)")
-    _bool_flag(
+    add_bool_flag(p, "cudnn_benchmark", True, "cuDNN autotuner (torch.backends.cudnn.benchmark)")
+    add_bool_flag(
         p,
         "cudnn_fastest",
         False,
         "exhaustive cuDNN autotuning (benchmark on, benchmark_limit=0): the nearest thing "
         "today to the old cudnn.fastest",
     )
-    _bool_flag(p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)")
-    _bool_flag(p, "channels_last", False, "NHWC memory format for model and input")
-    _bool_flag(p, "compile", False, "torch.compile the model")
+    add_bool_flag(
+        p, "tf32", True, "allow TF32 in float32 matmuls and convolutions (Ampere and newer)"
+    )
+    p.add_argument(
+        "--channels_last",
+        type=parse_auto_bool,
+        nargs="?",
+        const=True,
+        default="auto",
+        help="NHWC memory format for model and input; auto: for image models on a GPU",
+    )
+    add_bool_flag(p, "compile", False, "torch.compile the model")
     p.add_argument(
         "--compile_mode", default="default", choices=COMPILE_MODES, help="torch.compile mode"
     )
-    _bool_flag(
+    p.add_argument(
+        "--inductor_options",
+        type=parse_inductor_option,
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="torch._inductor.config settings for --compile (coordinate_descent_tuning=true)",
+    )
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
+                   help="training: SGD with momentum, or LARS (MLPerf's ResNet-50 optimizer)")
+    p.add_argument("--optimizer_impl", default="fused", choices=OPTIMIZER_IMPLEMENTATIONS,
+                   help="torch.optim's fused kernel or its multi-tensor (foreach) one")
+    add_bool_flag(
         p,
         "freezing",
         False,
         "inference with --compile: inductor's freezing (weights folded into the graph as "
         "constants; on CPU, convolution weights prepacked for oneDNN)",
     )
-    _bool_flag(p, "cuda_graphs", False, "inference: capture the forward pass in a CUDA graph")
+    add_bool_flag(
+        p,
+        "cuda_graphs",
+        False,
+        "GPU: capture the step in a CUDA graph (inference: the forward pass; training: the "
+        "whole step, forward to optimizer)",
+    )
     p.add_argument(
         "--num_threads", type=int, default=0, help="CPU intra-op threads (0: torch default)"
     )
     p.add_argument("--ddp_bucket_cap_mb", type=float, default=25.0, help="DDP gradient bucket size")
-    _bool_flag(p, "ddp_static_graph", False, "DDP static_graph=True")
-    _bool_flag(
+    add_bool_flag(p, "ddp_static_graph", False, "DDP static_graph=True")
+    add_bool_flag(
         p,
         "ddp_broadcast_buffers",
         False,
@@ -189,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "overlaps backward (torch's default), or compile it whole (all-reduce after backward)",
     )
     p.add_argument("--extra_models", default="", help="a Python file registering more models")
+    add_num_classes_flag(p)
     p.add_argument(
         "--timing",
         default="sync",
@@ -207,14 +221,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     ns = build_parser().parse_args(argv)
     if ns.device == "cuda":
         ns.device = "gpu"
-    try:
-        evaluation = evaluation_options(ns)
-    except EvaluationFlagError as error:
-        raise FlagError(str(error)) from None
-    try:
-        trace = trace_options(ns, ns.device)
-    except ValueError as error:
-        raise FlagError(str(error)) from None
+    evaluation = evaluation_options(ns)
+    trace = trace_options(ns, ns.device)
     opts = Options(**vars(ns), evaluation=evaluation, trace=trace)
     if trace.enabled and evaluation.is_evaluation:
         raise FlagError("--trace_level traces the benchmark's own loop, not a --scenario "
@@ -231,10 +239,20 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         raise FlagError(f"--num_threads must be >= 0, got {opts.num_threads}")
     if opts.device == "gpu" and opts.num_gpus < 1:
         raise FlagError(f"--num_gpus must be >= 1 with --device gpu, got {opts.num_gpus}")
-    if opts.cuda_graphs and not opts.forward_only:
-        raise FlagError("--cuda_graphs works for inference only (--forward_only true)")
     if opts.cuda_graphs and opts.device != "gpu":
         raise FlagError("--cuda_graphs needs --device gpu")
+    if (opts.cuda_graphs and not opts.forward_only and opts.dtype == "float16"
+            and opts.optimizer_impl != "fused"):
+        raise FlagError("--cuda_graphs with float16 training needs --optimizer_impl fused (the "
+                        "foreach step reads GradScaler's overflow flag on the host, which a CUDA "
+                        "graph cannot capture)")
+    if opts.inductor_options and not opts.compile:
+        raise FlagError("--inductor_options configures torch.compile: add --compile true")
+    if opts.decode == "gpu" and opts.device != "gpu":
+        raise FlagError("--decode gpu decodes on the GPU: needs --device gpu")
+    if opts.decode == "gpu" and opts.data_dir and opts.data_backend != "image_folder":
+        raise FlagError("--decode gpu reads JPEG files of an image_folder (--data_backend "
+                        "image_folder)")
     if opts.freezing and not (opts.compile and opts.forward_only):
         raise FlagError("--freezing applies to compiled inference (--compile true "
                         "--forward_only true)")

@@ -9,18 +9,22 @@ import torch
 import torch._dynamo
 import torch.nn as nn
 from benchmark_common.memory import peak_rss_mib
-from benchmark_common.protocol import time_statistics
+from benchmark_common.protocol import emit, time_statistics
+from benchmark_common.timed_marks import TimedMarks
 
 from . import distributed
 from .cli import Options
+from .data.device_jpeg import DeviceJpegSource
 from .data.sources import LoaderSource, SyntheticSource, make_loader_source
 from .errors import UserError
+from .flops import flops_results
 from .models import ModelSpec, get_model_spec, load_model_file
+from .optimizers import make_optimizer
 from .steps import (
     Step,
     make_cuda_graph_step,
+    make_graphed_training_step,
     make_inference_step,
-    make_optimizer,
     make_training_step,
 )
 from .timing import device_synchronizer, run_event_timed_loop, run_timed_loop
@@ -72,11 +76,23 @@ def configure_torch(opts: Options, device: torch.device) -> None:
         torch.backends.cudnn.benchmark_limit = 0
 
 
+def uses_channels_last(spec: ModelSpec, opts: Options) -> bool:
+    """Whether the model and its input are channels-last: --channels_last, auto resolved.
+
+    auto is true for models of image input (4-D batches: the convolutional ones) on a GPU,
+    where cuDNN's and inductor's NHWC kernels are the fast ones, and false on the CPU. A
+    model without image input never changes layout.
+    """
+    if len(spec.input_shape) != 3:
+        return False
+    if opts.channels_last == "auto":
+        return opts.device == "gpu"
+    return bool(opts.channels_last)
+
+
 def memory_format_for(spec: ModelSpec, opts: Options) -> torch.memory_format:
-    """channels-last (NHWC) for image models when asked, else the default layout."""
-    if opts.channels_last and len(spec.input_shape) == 3:
-        return torch.channels_last
-    return torch.contiguous_format
+    """channels-last (NHWC) where ``uses_channels_last``, else the default layout."""
+    return torch.channels_last if uses_channels_last(spec, opts) else torch.contiguous_format
 
 
 def build_model(
@@ -132,10 +148,36 @@ def wrap_ddp(model: nn.Module, opts: Options, device: torch.device) -> nn.Module
 
 
 def compile_mode(opts: Options) -> str:
-    """torch.compile's mode; CUDA graphs with compilation are inductor's own (reduce-overhead)."""
+    """torch.compile's mode.
+
+    Inference with CUDA graphs: inductor's own (reduce-overhead, max-autotune). Training with
+    CUDA graphs: the backend captures the whole step itself (make_graphed_training_step), so
+    the compiled model must not capture its own (default, max-autotune-no-cudagraphs).
+    """
+    if opts.cuda_graphs and not opts.forward_only:
+        return {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}.get(
+            opts.compile_mode, opts.compile_mode)
     if opts.cuda_graphs and opts.compile_mode in ("default", "max-autotune-no-cudagraphs"):
         return "reduce-overhead" if opts.compile_mode == "default" else "max-autotune"
     return opts.compile_mode
+
+
+def compile_options(opts: Options) -> dict[str, Any]:
+    """torch.compile's inductor options: its mode's, then --inductor_options over them."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import list_mode_options
+
+    options = dict(list_mode_options(compile_mode(opts)))
+    known = inductor_config.get_config_copy()
+    for name, value in opts.inductor_options:
+        if name not in known:
+            raise SetupError(f"--inductor_options {name}: torch {torch.__version__} has no "
+                             "such torch._inductor.config setting")
+        options[name] = value
+    if opts.cuda_graphs and not opts.forward_only and options.get("triton.cudagraphs"):
+        raise SetupError("--inductor_options triton.cudagraphs=true: the training step is "
+                         "captured whole with --cuda_graphs; inductor may not capture its own")
+    return options
 
 
 def make_source(
@@ -145,7 +187,7 @@ def make_source(
     dtype: torch.dtype,
     memory_format: torch.memory_format,
     topology: distributed.Topology,
-) -> SyntheticSource | LoaderSource:
+) -> SyntheticSource | LoaderSource | DeviceJpegSource:
     """Synthetic data (empty --data_dir) or a real dataset."""
     # Training keeps float32 inputs (autocast casts them); inference feeds the model's dtype.
     input_dtype = dtype if opts.forward_only else torch.float32
@@ -166,6 +208,7 @@ def make_source(
         memory_format=memory_format,
         world_size=topology.world_size,
         rank=topology.rank,
+        decode=opts.decode,
     )
 
 
@@ -174,7 +217,7 @@ def make_step(
     opts: Options,
     device: torch.device,
     dtype: torch.dtype,
-    source: SyntheticSource | LoaderSource,
+    source: SyntheticSource | LoaderSource | DeviceJpegSource,
     memory_format: torch.memory_format,
     topology: distributed.Topology,
     tracer: Tracer | None = None,
@@ -186,8 +229,14 @@ def make_step(
     if opts.data_loader_only:
         return lambda inputs, labels: None
     model = build_model(spec, opts, device, dtype, memory_format)
+    graphed_training = opts.cuda_graphs and not opts.forward_only
     if topology.distributed and not opts.forward_only:
-        model = wrap_ddp(model, opts, device)
+        if graphed_training:
+            # torch's rule for capturing DDP's backward: build it on a side stream.
+            with torch.cuda.stream(torch.cuda.Stream(device)):
+                model = wrap_ddp(model, opts, device)
+        else:
+            model = wrap_ddp(model, opts, device)
     train_module = model
     if opts.compile:
         if topology.distributed and not opts.forward_only:
@@ -198,7 +247,7 @@ def make_step(
             # Inference only (checked in cli.py): the weights never change, so inductor may
             # fold them into the graph as constants and lay them out for its kernels.
             inductor_config.freezing = True
-        model = torch.compile(model, mode=compile_mode(opts))
+        model = torch.compile(model, options=compile_options(opts))
     eager = eager_model(train_module, opts.compile or opts.cuda_graphs)
     if opts.forward_only:
         if opts.cuda_graphs and not opts.compile:
@@ -209,10 +258,38 @@ def make_step(
         if tracer is not None:
             tracer.attach(eager, in_phase(step, "forward", tracer))
         return step
-    optimizer = make_optimizer(train_module, opts.lr, device)
+    optimizer = make_optimizer(train_module, opts.optimizer, opts.optimizer_impl, opts.lr)
     if tracer is not None:
         tracer.attach(eager, make_training_step(model, optimizer, device, dtype, tracer.phase))
-    return make_training_step(model, optimizer, device, dtype)
+    if not graphed_training:
+        return make_training_step(model, optimizer, device, dtype)
+    step = make_training_step(model, optimizer, device, dtype, autocast_cache=False)
+    inputs, labels = static_batch(spec, opts, source, device, memory_format)
+    # DDP's reducer settles its buckets over its first iterations: torch asks for 11 before
+    # capturing its backward.
+    return make_graphed_training_step(step, inputs, labels,
+                                      warmup=11 if topology.distributed else 3)
+
+
+def static_batch(
+    spec: ModelSpec,
+    opts: Options,
+    source: SyntheticSource | LoaderSource | DeviceJpegSource,
+    device: torch.device,
+    memory_format: torch.memory_format,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input buffers a captured step reads.
+
+    The synthetic batch itself (no copy per step), else zeros of the batch's shape that each
+    step's batch is copied into.
+    """
+    if isinstance(source, SyntheticSource) and not source.from_host:
+        return source.inputs, source.labels
+    inputs = torch.zeros((opts.batch_size, *spec.input_shape), device=device)
+    if inputs.dim() == 4:
+        inputs = inputs.contiguous(memory_format=memory_format)
+    labels = torch.zeros((opts.batch_size,), dtype=torch.long, device=device)
+    return inputs, labels
 
 
 def peak_memory_mib(device: torch.device) -> float:
@@ -226,7 +303,7 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     """Run the experiment; return the protocol's results on rank 0, None on other ranks."""
     if opts.extra_models:
         load_model_file(opts.extra_models)
-    spec = get_model_spec(opts.model)
+    spec = get_model_spec(opts.model, opts.num_classes)
     dtype = _TORCH_DTYPES[opts.dtype]
     device = select_device(opts, topology)
     configure_torch(opts, device)
@@ -238,32 +315,40 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     torch.manual_seed(0)
     memory_format = memory_format_for(spec, opts)
     source = make_source(spec, opts, device, dtype, memory_format, topology)
-    tracer = make_tracer(opts, spec.model_id, spec.title, device, topology.is_main,
-                         topology.world_size)
-    step = make_step(spec, opts, device, dtype, source, memory_format, topology, tracer)
-    log(
-        f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
-        f"batch={opts.batch_size}x{topology.world_size} channels_last={opts.channels_last} "
-        f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
-        f"freezing={opts.freezing} "
-        f"cuda_graphs={opts.cuda_graphs} data_loader_only={opts.data_loader_only} "
-        f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
-        f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
-    )
-    if opts.timing == "events" and device.type == "cuda":
-        timings = run_event_timed_loop(
-            source.next, step, device, opts.num_warmup_batches, opts.num_batches
+    try:  # a decoding thread or loader workers stop whatever happens
+        tracer = make_tracer(opts, spec.model_id, spec.title, device, topology.is_main,
+                             topology.world_size)
+        step = make_step(spec, opts, device, dtype, source, memory_format, topology, tracer)
+        log(
+            f"model={spec.model_id} phase={opts.phase} device={device} dtype={opts.dtype} "
+            f"batch={opts.batch_size}x{topology.world_size} "
+            f"channels_last={uses_channels_last(spec, opts)} "
+            f"compile={opts.compile}({compile_mode(opts) if opts.compile else '-'}) "
+            f"inductor_options={dict(opts.inductor_options)} freezing={opts.freezing} "
+            f"cuda_graphs={opts.cuda_graphs} optimizer={opts.optimizer}({opts.optimizer_impl}) "
+            f"data={'synthetic' if not opts.data_dir else opts.data_backend} "
+            f"decode={opts.decode} data_loader_only={opts.data_loader_only} "
+            f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
+            f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
         )
-    else:
-        timings = run_timed_loop(
-            source.next,
-            step,
-            device_synchronizer(device),
-            opts.num_warmup_batches,
-            opts.num_batches,
-        )
-    memory = peak_memory_mib(device)  # before the traced pass, which never counts
-    traced = tracer.run(source.next, step) if tracer is not None else {}
+        marks = TimedMarks(emit, enabled=topology.is_main)
+        if opts.timing == "events" and device.type == "cuda":
+            timings = run_event_timed_loop(
+                source.next, step, device, opts.num_warmup_batches, opts.num_batches, marks
+            )
+        else:
+            timings = run_timed_loop(
+                source.next,
+                step,
+                device_synchronizer(device),
+                opts.num_warmup_batches,
+                opts.num_batches,
+                marks,
+            )
+        memory = peak_memory_mib(device)  # before the traced pass, which never counts
+        traced = tracer.run(source.next, step) if tracer is not None else {}
+    finally:
+        source.close()
     # The slowest replica sets the job's pace: take each batch's maximum over replicas.
     batch_ms = distributed.all_reduce_max(timings.batch_ms, device)
     warmup_ms = distributed.all_reduce_max(timings.warmup_ms, device)
@@ -278,7 +363,12 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     results["results.warmup_time_data"] = warmup_ms
     if opts.data_dir:
         results["results.time_data_wait"] = sum(wait_ms) / len(wait_ms)
+        # The share of the timed wall time spent waiting for input (0 to 1).
+        results["results.data_wait"] = sum(wait_ms) / sum(batch_ms)
     results["results.mem_peak"] = memory
+    if not opts.data_loader_only:
+        results.update(flops_results(spec.model_id, spec.input_shape, not opts.forward_only,
+                                     device))
     results["exp.model_title"] = spec.title
     results["exp.framework_ver"] = torch.__version__
     results.update(traced)

@@ -19,22 +19,16 @@ def no_phase(name: str) -> contextlib.AbstractContextManager:
     return _NO_SPAN
 
 
-def autocast_context(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:
-    """Mixed precision for training: autocast to float16/bfloat16, nothing for float32."""
+def autocast_context(
+    device: torch.device, dtype: torch.dtype, cache: bool = True
+) -> contextlib.AbstractContextManager:
+    """Mixed precision for training: autocast to float16/bfloat16, nothing for float32.
+
+    ``cache`` False for a step captured in a CUDA graph (torch's rule for autocast there).
+    """
     if dtype == torch.float32:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def make_optimizer(model: nn.Module, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    """SGD with momentum and weight decay (the ImageNet recipe).
-
-    On CUDA the fused implementation is used: one kernel for all parameters, and with a
-    gradient scaler it takes the inf check on the device, so the step never waits for the
-    host (the unfused path calls ``.item()`` on the found-inf flag every step).
-    """
-    fused = True if device.type == "cuda" else None
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4, fused=fused)
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
 
 
 def make_training_step(
@@ -43,16 +37,18 @@ def make_training_step(
     device: torch.device,
     dtype: torch.dtype,
     phase: Phase = no_phase,
+    autocast_cache: bool = True,
 ) -> Step:
     """Forward and loss (under autocast for half types), backward, optimizer step.
 
-    ``phase`` spans each of the three (the traced pass, docs/tracing.md).
+    ``phase`` spans each of the three (the traced pass, docs/tracing.md). float16 scales
+    the loss with a GradScaler; with a fused optimizer its overflow check stays on the device.
     """
     criterion = nn.CrossEntropyLoss()
     scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
 
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        with phase("forward"), autocast_context(device, dtype):
+        with phase("forward"), autocast_context(device, dtype, autocast_cache):
             loss = criterion(model(inputs), labels)
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
@@ -69,6 +65,45 @@ def make_training_step(
         return loss
 
     return step
+
+
+def make_graphed_training_step(
+    step: Step, inputs: torch.Tensor, labels: torch.Tensor, warmup: int = 3
+) -> Step:
+    """Capture a whole training step in one CUDA graph and return a step that replays it.
+
+    The graph holds forward, loss, backward, the optimizer and the loss scaling. Each call
+    copies its batch into ``inputs``/``labels`` (the static input buffers; no copy when it
+    is them) and replays the graph.
+
+    ``warmup`` eager steps run first on a side stream (cuDNN's autotuning, torch.compile's
+    compilation, the optimizer's state and the scaler's lazily made tensors happen there);
+    gradients are dropped before the capture so that backward allocates them from the graph's
+    own memory pool and every replay writes them in place. Work of other threads (a data
+    loader) may go on meanwhile: the capture refuses unsafe calls of this thread only.
+    """
+    device = inputs.device
+    current = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            step(inputs, labels)
+    current.wait_stream(side)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        static_loss = step(inputs, labels)
+
+    def replay(batch: torch.Tensor, batch_labels: torch.Tensor) -> torch.Tensor:
+        if batch.data_ptr() != inputs.data_ptr():
+            inputs.copy_(batch, non_blocking=True)
+        if batch_labels.data_ptr() != labels.data_ptr():
+            labels.copy_(batch_labels, non_blocking=True)
+        graph.replay()
+        return static_loss
+
+    return replay
 
 
 def make_inference_step(model: nn.Module) -> Step:
@@ -95,7 +130,7 @@ def make_cuda_graph_step(model: nn.Module, example: torch.Tensor, warmup: int = 
             model(static_input)
     torch.cuda.current_stream(example.device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.inference_mode(), torch.cuda.graph(graph):
+    with torch.inference_mode(), torch.cuda.graph(graph, capture_error_mode="thread_local"):
         static_output = model(static_input)
 
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from benchmark_common.timed_marks import TimedMarks
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -33,13 +34,15 @@ def run_timed_loop(
     sync: Callable[[], None],
     num_warmup: int,
     num_batches: int,
+    marks: TimedMarks | None = None,
 ) -> Timings:
     """Run ``num_warmup`` untimed-for-results and ``num_batches`` timed steps.
 
     A batch's time runs from the moment the loop asks for its input to the moment the
     device has finished its step, so data waits, host overhead and device time all count,
     and consecutive intervals tile the wall clock with no gaps. The device is synchronized
-    before the first timed batch so no warm-up work leaks into it.
+    before the first timed batch so no warm-up work leaks into it. ``marks`` print the
+    timed interval's start and end (the energy's interval, docs/efficiency.md).
     """
     timings = Timings()
     sync()
@@ -49,6 +52,8 @@ def run_timed_loop(
         step(inputs, labels)
         sync()
         timings.warmup_ms.append((time.perf_counter() - start) * 1000.0)
+    if marks is not None and num_batches:
+        marks.start()
     for _ in range(num_batches):
         start = time.perf_counter()
         inputs, labels = next_batch()
@@ -58,6 +63,8 @@ def run_timed_loop(
         end = time.perf_counter()
         timings.batch_ms.append((end - start) * 1000.0)
         timings.data_wait_ms.append((fetched - start) * 1000.0)
+    if marks is not None and num_batches:
+        marks.end()
     return timings
 
 
@@ -67,6 +74,7 @@ def run_event_timed_loop(
     device: torch.device,
     num_warmup: int,
     num_batches: int,
+    marks: TimedMarks | None = None,
 ) -> Timings:
     """Like ``run_timed_loop``, but the timed batches are bounded by CUDA events.
 
@@ -83,6 +91,8 @@ def run_event_timed_loop(
     timings.data_wait_ms.clear()
     begin = torch.cuda.Event(enable_timing=True)
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(num_batches)]
+    if marks is not None:
+        marks.start()  # the device is idle: the begin event runs when it is recorded
     begin.record()
     for end_event in ends:
         start = time.perf_counter()
@@ -91,6 +101,8 @@ def run_event_timed_loop(
         step(inputs, labels)
         end_event.record()
     sync()
+    if marks is not None:
+        marks.end()
     previous = begin
     for end_event in ends:
         timings.batch_ms.append(previous.elapsed_time(end_event))

@@ -19,24 +19,24 @@ it without reading the events), to a temporary file that is renamed over the tar
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 from typing import Any
 
-from benchmark_common.chrome_trace import (  # noqa: F401 - write_trace: the writer
+from benchmark_common.chrome_trace import (  # noqa: F401 - the writer and the nesting
+    EPSILON_US,
     LAYER,
     PHASE,
     SPAN_CATEGORIES,
     STEP,
     Event,
+    is_span,
+    nest_spans,
+    span_end,
+    spans_by_thread,
     write_trace,
 )
 
 SEPARATOR = "::"
 KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-#: A parent sorts before a child that starts at the same time (steps hold phases hold layers).
-_ORDER = {STEP: 0, PHASE: 1, LAYER: 2}
-#: Timestamps are microseconds with three decimals: spans that nest may differ by rounding.
-_EPSILON = 0.002
 
 
 
@@ -76,64 +76,20 @@ def finish_events(events: list[Event], layers: dict[str, dict[str, str]]) -> lis
     return events
 
 
-def _is_span(event: Event) -> bool:
-    return event.get("ph") == "X" and isinstance(event.get("ts"), int | float) and \
-        isinstance(event.get("dur"), int | float)
-
-
-def _threads(events: Iterable[Event], wanted: Any) -> dict[tuple[Any, Any], list[Event]]:
-    by_thread: dict[tuple[Any, Any], list[Event]] = {}
-    for event in events:
-        if _is_span(event) and wanted(event):
-            by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
-    for spans in by_thread.values():
-        spans.sort(key=lambda e: (e["ts"], -e["dur"], _ORDER.get(e.get("cat"), 3)))
-    return by_thread
-
-
-def nest_spans(events: list[Event], layers: dict[str, dict[str, str]]) -> None:
-    """batch, parent and depth of dlbs's spans, from how they nest on their thread."""
-    spans_by_thread = _threads(events, lambda e: e.get("cat") in SPAN_CATEGORIES)
-    for spans in spans_by_thread.values():
-        open_spans: list[Event] = []
-        batch = -1
-        for span in spans:
-            while open_spans and span["ts"] >= _end(open_spans[-1]) - _EPSILON:
-                open_spans.pop()
-            while open_spans and _end(span) > _end(open_spans[-1]) + _EPSILON:
-                open_spans.pop()  # overlaps without nesting: not its parent
-            args = span.setdefault("args", {})
-            if span["cat"] == STEP:
-                batch += 1
-                args["batch"] = batch
-            elif batch >= 0 and any(outer["cat"] == STEP for outer in open_spans):
-                args["batch"] = batch
-            if span["cat"] == LAYER:
-                enclosing = [outer for outer in open_spans if outer["cat"] == LAYER]
-                args["parent"] = enclosing[-1]["name"] if enclosing else ""
-                args["depth"] = len(enclosing)
-                args.update(layers.get(span["name"], {}))
-            open_spans.append(span)
-
-
-def _end(event: Event) -> float:
-    return event["ts"] + event["dur"]
-
-
 def attribute_kernels(events: list[Event]) -> None:
     """`dlbs.layer`, `dlbs.operator` and `dlbs.phase` of each kernel, copy and memset."""
-    phases = sorted((e["ts"], _end(e), e["name"]) for e in events
-                    if _is_span(e) and e.get("cat") == PHASE)
+    phases = sorted((e["ts"], span_end(e), e["name"]) for e in events
+                    if is_span(e) and e.get("cat") == PHASE)
     phase_starts = [start for start, _, _ in phases]
     launches: dict[Any, tuple[str, str, float]] = {}
     forward_layers: dict[Any, str] = {}
-    host = _threads(events, lambda e: e.get("cat") in ("cpu_op", LAYER, "cuda_runtime",
+    host = spans_by_thread(events, lambda e: e.get("cat") in ("cpu_op", LAYER, "cuda_runtime",
                                                        "cuda_driver"))
     deferred: list[tuple[Any, Event | None, float]] = []
     for spans in host.values():
         open_spans: list[Event] = []
         for span in spans:
-            while open_spans and span["ts"] >= _end(open_spans[-1]) - _EPSILON:
+            while open_spans and span["ts"] >= span_end(open_spans[-1]) - EPSILON_US:
                 open_spans.pop()
             layer = next((s["name"] for s in reversed(open_spans) if s.get("cat") == LAYER), "")
             if span.get("cat") == "cpu_op":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-LEVELS = ("none", "step", "layer", "operator", "kernel", "full")
+from benchmark_common.flags import TRACE_LEVELS, check_trace_flags, traces_at_least
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,12 @@ class TraceOptions:
 
     def at_least(self, level: str) -> bool:
         """Whether this trace records what `level` records (each level adds to the last)."""
-        return LEVELS.index(self.level) >= LEVELS.index(level)
+        return traces_at_least(self.level, level)
 
 
 def add_trace_flags(parser: argparse.ArgumentParser) -> None:
     """The tracing flags; `trace_options` takes them out of the parsed namespace."""
-    parser.add_argument("--trace_level", default="none", choices=LEVELS,
+    parser.add_argument("--trace_level", default="none", choices=TRACE_LEVELS,
                         help="after the timed batches, trace more at this level (none: no trace)")
     parser.add_argument("--trace_batches", type=int, default=5, help="batches to trace")
     parser.add_argument("--trace_file", default="",
@@ -35,16 +35,9 @@ def add_trace_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def trace_options(namespace: argparse.Namespace, device: str) -> TraceOptions:
-    """The tracing flags, checked and removed from `namespace`; ValueError says what is wrong."""
+    """The tracing flags, checked and removed from `namespace`; raises FlagError."""
     options = TraceOptions(namespace.__dict__.pop("trace_level"),
                            namespace.__dict__.pop("trace_batches"),
                            namespace.__dict__.pop("trace_file"))
-    if not options.enabled:
-        return options
-    if options.batches < 1:
-        raise ValueError(f"--trace_batches must be >= 1, got {options.batches}")
-    if not options.file:
-        raise ValueError(f"--trace_level {options.level} needs --trace_file")
-    if options.level == "kernel" and device != "gpu":
-        raise ValueError("--trace_level kernel traces CUDA kernels: it needs --device gpu")
+    check_trace_flags(options.level, options.batches, options.file, device)
     return options

@@ -45,4 +45,30 @@ def load_weights(model: nn.Module, path: str, model_id: str) -> None:
     except RuntimeError as error:
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         detail = " ".join(lines[1:3]) if len(lines) > 1 else lines[0] if lines else ""
-        raise WeightsError(f"--weights {path} do not fit model {model_id}: {detail}") from None
+        counts = other_class_count(model.state_dict(), state)
+        hint = "" if counts is None else (
+            f"; the weights have {counts[0]} classes, the model {counts[1]}: set "
+            f"exp.num_classes to {counts[0]} (the backend's --num_classes {counts[0]})")
+        if hint:
+            detail = detail.rstrip(".")
+        raise WeightsError(f"--weights {path} do not fit model {model_id}: {detail}{hint}"
+                           ) from None
+
+
+def other_class_count(expected: dict, given: dict) -> tuple[int, int] | None:
+    """(the weights' classes, the model's) when only the class count differs, else None.
+
+    That is: the same keys, and the tensors whose shapes differ (the last layer's weight and
+    bias) differ only in their first dimension, all from one count to one other.
+    """
+    if set(expected) != set(given):
+        return None
+    counts = set()
+    for key, tensor in expected.items():
+        theirs, ours = tuple(getattr(given[key], "shape", ())), tuple(tensor.shape)
+        if theirs == ours:
+            continue
+        if len(theirs) != len(ours) or not ours or theirs[1:] != ours[1:]:
+            return None
+        counts.add((theirs[0], ours[0]))
+    return counts.pop() if len(counts) == 1 else None

@@ -1,10 +1,10 @@
 """The shape of the code: imports point down the pipeline, and targets read only invocations.
 
 The pipeline, lowest first: errors, util -> config -> plan -> recipes -> results -> monitor ->
-run -> report -> cli. A package may import its own modules and any package below it, never
-one above (function-level imports included: a cycle hidden in a function is still a cycle).
-The framework recipes (`launchers/`, installed as `dlbs.launchers`) are plugins found through
-entry points: no module of dlbs imports them by name.
+run -> report -> history -> web -> cli. A package may import its own modules and any package
+below it, never one above (function-level imports included: a cycle hidden in a function is
+still a cycle). The framework recipes (`launchers/`, installed as `dlbs.launchers`) are
+plugins found through entry points: no module of dlbs imports them by name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ["errors", "util", "config", "plan", "recipes", "results", "traces", "monitor", "run",
-          "report", "cli"]
+          "report", "history", "web", "cli"]
 #: The package's own root module (dlbs/__init__.py: the version) sits below everything.
 ROOT = "dlbs"
 
@@ -37,17 +37,34 @@ def _modules() -> dict[str, Path]:
     return {_module_name(path): path for path in files}
 
 
-def _imports(path: Path, known: set[str]) -> set[str]:
-    """The dlbs modules a file imports, anywhere in it (the exact module, when known)."""
+def _imports(path: Path, known: set[str], module: str | None = None) -> set[str]:
+    """The dlbs modules a file imports, anywhere in it (the exact module, when known).
+
+    `module` is the file's own module name: relative imports (`from . import x`,
+    `from ..results import store`) are resolved against its package.
+    """
+    module = module or _module_name(path)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = _resolve_relative(module, path.name == "__init__.py", node.level, base)
             for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                found.add(submodule if submodule in known else node.module)
+                submodule = f"{base}.{alias.name}" if base else alias.name
+                found.add(submodule if submodule in known else base)
     return {name for name in found if name == ROOT or name.startswith(ROOT + ".")}
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, name: str) -> str:
+    """The absolute name of `from <level dots><name> import ...` written in `module`."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    if level - 1 > len(package) - 1:
+        raise ValueError(f"{module}: a relative import beyond the top-level package")
+    parts = package[:len(package) - (level - 1)]
+    return ".".join([*parts, name] if name else parts)
 
 
 def _layer(module: str) -> str:
@@ -58,7 +75,7 @@ def _layer(module: str) -> str:
 @pytest.fixture(scope="module")
 def graph() -> dict[str, set[str]]:
     modules = _modules()
-    return {name: _imports(path, set(modules)) for name, path in modules.items()}
+    return {name: _imports(path, set(modules), name) for name, path in modules.items()}
 
 
 def test_every_package_has_its_place_in_the_pipeline(graph):
@@ -126,11 +143,22 @@ def _is_reexport(module: str, component: list[str]) -> bool:
     return any(other != module and other.startswith(module + ".") for other in component)
 
 
-PARAMETER = re.compile(r"^(exp|runtime|slurm|monitor|pytorch|mxnet|dummy)\.[a-z_]")
+def _parameter_namespaces() -> set[str]:
+    """Every namespace of a declared parameter (`exp`, `onnxruntime`, ...), from the configs."""
+    from dlbs.config.loader import load_spec
+
+    return {name.split(".")[0] for name in load_spec().params if "." in name}
+
+
+def test_the_parameter_namespaces_come_from_every_config():
+    assert {"exp", "runtime", "slurm", "monitor", "pytorch", "mxnet", "onnxruntime",
+            "dummy"} <= _parameter_namespaces()
 
 
 def test_no_target_reads_a_raw_parameter():
     """Targets get everything from the Invocation: no `x.get("exp...")` or `x["exp..."]`."""
+    namespaces = "|".join(sorted(map(re.escape, _parameter_namespaces())))
+    parameter = re.compile(rf"^({namespaces})\.[a-z_]")
     readers = []
     for path in sorted((REPO / "dlbs" / "run" / "targets").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -141,9 +169,50 @@ def test_no_target_reads_a_raw_parameter():
             elif isinstance(node, ast.Subscript):
                 key = node.slice
             if isinstance(key, ast.Constant) and isinstance(key.value, str) and \
-                    PARAMETER.match(key.value):
+                    parameter.match(key.value):
                 readers.append(f"{path.name}:{node.lineno} reads {key.value}")
     assert readers == []
+
+
+@pytest.mark.parametrize(("module", "is_package", "source", "expected"), [
+    ("dlbs.monitor.node", False, "from .probe import machine_environment",
+     {"dlbs.monitor.probe"}),
+    ("dlbs.monitor.sampling", False, "from . import proc", {"dlbs.monitor.proc"}),
+    ("dlbs.monitor", True, "from .node import x", {"dlbs.monitor.node"}),
+    ("dlbs.run.loop", False, "from ..results import store", {"dlbs.results.store"}),
+    ("dlbs.run.loop", False, "from ..results.store import ResultsStore",
+     {"dlbs.results.store"}),
+    ("dlbs.run.targets.slurm", False, "from ...report import tables", {"dlbs.report"}),
+    ("dlbs.run.loop", False, "from dlbs.results import store", {"dlbs.results.store"}),
+])
+def test_relative_imports_are_followed(tmp_path, module, is_package, source, expected):
+    path = tmp_path / ("__init__.py" if is_package else "module.py")
+    path.write_text(source + "\n")
+    known = {"dlbs.monitor.probe", "dlbs.monitor.proc", "dlbs.monitor.node",
+             "dlbs.results.store", "dlbs.report"}
+    assert _imports(path, known, module) == expected
+
+
+def test_an_upward_relative_import_is_caught(tmp_path):
+    """A relative import from the run layer up into the report layer is still upward."""
+    path = tmp_path / "module.py"
+    path.write_text("from ..report import tables\n")
+    modules = _modules()
+    imports = _imports(path, set(modules), "dlbs.run.sneaky")
+    assert imports == {"dlbs.report.tables"}
+    rank = {name: index for index, name in enumerate(LAYERS)}
+    assert rank[_layer("dlbs.report.tables")] > rank[_layer("dlbs.run.sneaky")]
+
+
+def test_the_run_loop_imports_no_concrete_target(graph):
+    """Targets are found by name (the registry): a new one never changes the loop."""
+    from dlbs.run.targets.base import BUILTIN_MODULES
+
+    concrete = set(BUILTIN_MODULES)
+    reaching = sorted(f"{module} -> {target}" for module, imports in graph.items()
+                      if module.startswith("dlbs.run.") and module not in concrete
+                      for target in imports & concrete)
+    assert reaching == []
 
 
 def test_the_recipes_are_found_through_their_entry_points():

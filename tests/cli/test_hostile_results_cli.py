@@ -78,14 +78,14 @@ def test_5_a_database_on_read_only_media_is_read(dlbs_cli, tmp_path, read_only_f
 def test_5_readers_open_the_database_read_only(tmp_path, results_db):
     from dlbs.errors import ResultsError
     from dlbs.results.sources import FULL, load_experiments
-    from dlbs.results.store import Attempt, ResultsStore
+    from dlbs.results.store import Attempt, open_store
 
     before = results_db.read_bytes()
     assert [e["exp.model"] for e in load_experiments([results_db], FULL).experiments] == [
         "resnet50"]
-    with ResultsStore(results_db, read_only=True) as store:
+    with open_store(results_db, read_only=True) as store:
         assert len(store.attempts()) == 1
-        with pytest.raises(ResultsError, match="readonly database"):
+        with pytest.raises(ResultsError, match="opened for reading only"):
             store.record_attempts([Attempt("x", 1, "ok", None)])
     assert results_db.read_bytes() == before
     with sqlite3.connect(results_db) as conn:

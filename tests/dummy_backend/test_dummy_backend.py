@@ -27,9 +27,12 @@ RESULT_KEYS = {
     "results.time_p95", "results.time_p99", "results.time_data", "results.warmup_time_data",
     "results.throughput", "results.mem_peak", "exp.model_title", "exp.framework_ver",
     "results.status", "results.start_time", "results.end_time",
+    "results.timed_start", "results.timed_end",  # the energy's interval (docs/efficiency.md)
 }
+# It fails midway through its timed batches: after it marked their start, before their end.
 FAILURE_KEYS = {"results.start_time", "exp.model_title", "exp.framework_ver",
-                "results.status", "results.status_msg", "results.end_time"}
+                "results.status", "results.status_msg", "results.end_time",
+                "results.timed_start"}
 
 
 @dataclass

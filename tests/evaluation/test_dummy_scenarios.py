@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+from benchmark_common import harness
 from evaluation_helpers import BACKENDS, backend_env, run_backend
 
 SERVICE_S = 0.02  # seconds per batch
@@ -58,6 +60,10 @@ def test_multi_stream_query_is_one_batch(tmp_path):
 @pytest.mark.serial  # latencies against known service times
 def test_offline_rate_is_batch_over_service_time(tmp_path):
     values = scenario(tmp_path, "offline")
+    # LoadGen's run is the timed interval the monitor's energy covers (docs/efficiency.md).
+    start, end = (datetime.fromisoformat(values[key])
+                  for key in ("results.timed_start", "results.timed_end"))
+    assert 0 < (end - start).total_seconds() < 60
     assert 0.6 * CAPACITY < values["results.qps"] <= CAPACITY * 1.01
     # The expected rate was measured first, so LoadGen ran for at least the minimum duration.
     assert values["results.loadgen_valid"] is True
@@ -85,29 +91,115 @@ def test_server_above_capacity_breaks_its_bound(tmp_path):
 def test_max_qps_finds_the_capacity(tmp_path):
     bound_ms = 200.0
     duration_s = 0.5
-    values = scenario(tmp_path, "max_qps", "--latency_bound_ms", str(bound_ms),
-                      "--min_duration_s", str(duration_s))
-    # It started from one over the batch-1 latency (a batch takes SERVICE_S whatever its size).
-    assert values["results.target_qps"] <= 1 / SERVICE_S * 1.01
+    run = run_backend("dummy", "--scenario", "max_qps", *QUICK, "--latency_bound_ms",
+                      str(bound_ms), "--min_duration_s", str(duration_s),
+                      "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 0, run.stderr + run.stdout
+    values = run.values
+    # The first trial is 0.9 of the measured rate of full batches (CAPACITY, or less on a
+    # slow machine); the search then goes up while the bound holds.
+    assert "max_qps: trial 1: " in run.stdout
+    first = float(run.stdout.split("max_qps: trial 1: ")[1].split(" ")[0])
+    assert first <= 0.9 * CAPACITY * 1.01
     # Above the capacity the queue grows by (rate - capacity) x duration, which the bound
     # tolerates only while that backlog drains within it.
     assert 0.3 * CAPACITY < values["results.max_qps"] < \
         CAPACITY * (1 + bound_ms / 1000 / duration_s) * 1.1
+    assert values["results.target_qps"] == values["results.max_qps"]
     assert values["results.latency_bound_met"] is True
     assert values["results.latency_p99"] <= bound_ms
+    trials = values["results.max_qps_trials"]
+    assert 2 <= trials <= harness.MAX_QPS_TRIALS
+    assert run.stdout.count("max_qps: trial ") == trials
+    # Each trial keeps its logs; LoadGen's own names hold the reported trial's.
+    folder = tmp_path / "lg"
+    details = sorted(folder.glob("trial*_mlperf_log_detail.txt"))
+    assert len(details) == trials
+    reported = [path for path in details
+                if path.read_bytes() == (folder / "mlperf_log_detail.txt").read_bytes()]
+    assert len(reported) == 1
 
 
 @pytest.mark.serial  # latencies against known service times
-def test_max_qps_halves_a_start_that_breaks_the_bound(tmp_path):
-    # A bound just above the service time: the first start (one over the batch-1 latency)
-    # queues and breaks it, so a halved one is tried, and the rejected logs are kept aside.
+def test_max_qps_steps_down_from_a_rate_that_breaks_the_bound(tmp_path):
+    # A bound just above the service time: 0.9 of the rate one sample at a time can serve
+    # (batch 1) queues and breaks it, so lower rates are tried, their logs kept.
     run = run_backend("dummy", "--scenario", "max_qps", "--sleep", "0.02", "--batch_size", "1",
                       "--min_duration_s", "0.4", "--min_query_count", "5",
                       "--latency_bound_ms", "30", "--loadgen_dir", str(tmp_path / "lg"))
     assert run.returncode == 0, run.stderr + run.stdout
-    assert "halving" in run.stdout
-    assert list((tmp_path / "lg").glob("start1_mlperf_log_detail.txt"))
+    assert "bound broken" in run.stdout
+    assert (tmp_path / "lg" / "trial1_mlperf_log_detail.txt").is_file()
     assert run.values["results.max_qps"] < 50  # one 20 ms batch of one sample at a time
+
+
+def test_max_qps_that_no_rate_can_meet_ends_in_one_line(tmp_path):
+    # A bound below the service time: every rate breaks it. The search stops at the lowest
+    # rate that can still fill a trial (5 queries in 2 x 0.2 s: 12.5/s), not after hours.
+    began = time.monotonic()
+    run = run_backend("dummy", "--scenario", "max_qps", "--sleep", "0.02", "--batch_size", "1",
+                      "--min_duration_s", "0.2", "--min_query_count", "5",
+                      "--latency_bound_ms", "10", "--loadgen_dir", str(tmp_path / "lg"))
+    assert run.returncode == 1
+    message = run.values["results.status_msg"]
+    assert "the bound cannot be met" in message and "\n" not in message
+    # 0.9 x 50/s, then x 0.6 each: about 45, 27, 16 queries/s; 9.7/s is below 12.5/s.
+    assert "at every rate tried (3 trial(s), " in message, message
+    assert time.monotonic() - began < 60
+    assert "results.max_qps" not in run.values
+
+
+def test_each_run_keeps_its_own_loadgen_folder(tmp_path):
+    # A rerun given the same folder (a retried attempt) writes beside the first run's logs.
+    folder = tmp_path / "exp.loadgen"
+    first = scenario(tmp_path, "single_stream", "--loadgen_dir", str(folder))
+    second = scenario(tmp_path, "single_stream", "--loadgen_dir", str(folder))
+    assert first["results.loadgen_log_dir"] == str(folder)
+    assert second["results.loadgen_log_dir"] == str(tmp_path / "exp.attempt2.loadgen")
+    for values in (first, second):
+        detail = Path(values["results.loadgen_log_dir"], "mlperf_log_detail.txt")
+        assert detail.is_file()
+    assert (folder / "mlperf_log_detail.txt").read_bytes() != \
+        (tmp_path / "exp.attempt2.loadgen" / "mlperf_log_detail.txt").read_bytes()
+    # A file in the way is passed over, never written into.
+    (tmp_path / "exp.attempt3.loadgen").write_text("not a folder")
+    third = scenario(tmp_path, "single_stream", "--loadgen_dir", str(folder))
+    assert third["results.loadgen_log_dir"] == str(tmp_path / "exp.attempt4.loadgen")
+    assert (tmp_path / "exp.attempt3.loadgen").read_text() == "not a folder"
+
+
+def served(stdout: str) -> float:
+    """The mean batch of the harness's 'served N batches, X samples each' line."""
+    line = next(line for line in stdout.splitlines() if line.startswith("served "))
+    return float(line.split(", ")[1].split(" ")[0])
+
+
+def test_queue_delay_gathers_queries_into_batches(tmp_path):
+    common = ["--scenario", "server", "--sleep", "0.001", "--batch_size", "8",
+              "--target_qps", "100", "--latency_bound_ms", "500", "--min_duration_s", "1",
+              "--min_query_count", "50"]
+    alone = run_backend("dummy", *common, "--loadgen_dir", str(tmp_path / "a"))
+    held = run_backend("dummy", *common, "--max_queue_delay_ms", "40",
+                       "--loadgen_dir", str(tmp_path / "b"))
+    assert alone.returncode == 0 and held.returncode == 0, alone.stderr + held.stderr
+    # 1 ms batches at 100 queries/s: each query is served alone unless it is held; held
+    # 40 ms, about four more arrive meanwhile.
+    assert served(alone.stdout) < 1.5
+    assert served(held.stdout) > 2.5
+    # The first query of a held batch waits the whole delay, the last ones hardly at all.
+    assert held.values["results.latency_p99"] >= 35
+    assert held.values["results.latency_p50"] > 10 > alone.values["results.latency_p50"]
+
+
+@pytest.mark.parametrize("flags", [["--device", "gpu", "--num_gpus", "4"],
+                                   ["--inference_streams", "4"]])
+def test_lanes_multiply_the_offline_rate(tmp_path, flags):
+    # The dummy's devices (or streams) are lanes that each sleep their batch's time: the
+    # harness's dispatch over four of them serves four batches at once.
+    one = scenario(tmp_path / "one", "offline")
+    four = scenario(tmp_path / "four", "offline", *flags)
+    assert 3.0 * one["results.qps"] < four["results.qps"] <= 4 * CAPACITY * 1.01
+    assert four["results.recompiles"] == 0
 
 
 def test_accuracy_classifies_every_sample_once(tmp_path):
@@ -190,3 +282,30 @@ def test_sigterm_while_loadgen_runs_ends_in_a_failure(tmp_path):
     assert process.returncode != 0
     assert '__results.status__="failure"' in stdout
     assert "terminated by SIGTERM" in stdout, stdout + stderr
+
+
+def test_an_overloaded_server_run_says_why_it_is_invalid(tmp_path):
+    # Twice what the system serves, under a bound of two batches: LoadGen's latency check
+    # fails, and the backend records that reason beside the verdict.
+    values = scenario(tmp_path, "server", "--target_qps", str(2 * CAPACITY),
+                      "--latency_bound_ms", str(2 * SERVICE_S * 1000))
+    assert values["results.loadgen_valid"] is False
+    assert "latency bound not met" in values["results.loadgen_invalid_reasons"]
+
+
+def test_invalid_reasons_name_each_failed_check(tmp_path):
+    from benchmark_common.loadgen_log import DETAIL_LOG, LoadGenLog
+
+    lines = [("result_validity", "INVALID"), ("result_min_duration_met", False),
+             ("result_min_queries_met", True), ("early_stopping_met", False),
+             ("early_stopping_result", " * Only processed 10 queries.\n")]
+    (tmp_path / DETAIL_LOG).write_text("".join(
+        ":::MLLOG " + json.dumps({"key": key, "value": value}) + "\n" for key, value in lines))
+    found = LoadGenLog(str(tmp_path)).results()
+    assert found["results.loadgen_valid"] is False
+    assert found["results.loadgen_invalid_reasons"] == [
+        "min duration not met", "early stopping's percentile bound not met",
+        "early stopping: * Only processed 10 queries."]
+    (tmp_path / DETAIL_LOG).write_text(
+        ":::MLLOG " + json.dumps({"key": "result_validity", "value": "VALID"}) + "\n")
+    assert "results.loadgen_invalid_reasons" not in LoadGenLog(str(tmp_path)).results()

@@ -118,13 +118,19 @@ def test_random_weights_score_one_in_k(tmp_path, trained):
     assert run.values["results.top5"] == pytest.approx(0.5, abs=0.14)
 
 
+def server(tmp_path, trained, *flags: str):
+    """The trained tiny model as a server on the CPU, with `flags` (later flags win)."""
+    models, weights, _, _ = trained
+    return run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                       "--weights", str(weights), "--device", "cpu", "--forward_only",
+                       "--scenario", "server", "--latency_bound_ms", "1000",
+                       "--loadgen_dir", str(tmp_path / "lg"), *flags)
+
+
 def test_latency_scenarios_and_weights_that_do_not_fit(tmp_path, trained):
     models, weights, _, _ = trained
-    run = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
-                      "--weights", str(weights), "--device", "cpu", "--forward_only",
-                      "--batch_size", "4", "--scenario", "server", "--target_qps", "20",
-                      "--latency_bound_ms", "1000", "--min_duration_s", "0.5",
-                      "--min_query_count", "10", "--loadgen_dir", str(tmp_path / "lg"))
+    run = server(tmp_path, trained, "--batch_size", "4", "--target_qps", "20",
+                 "--min_duration_s", "0.5", "--min_query_count", "10")
     assert run.returncode == 0, run.stderr
     assert run.values["results.latency_bound_met"] is True
     assert 0 < run.values["results.latency_p50"] <= run.values["results.latency_p99"]
@@ -152,3 +158,50 @@ def test_predict_classifies_images_and_names_a_bad_one(tmp_path, trained):
     assert good["top"][0]["name"] == "red"  # class_00 shows the first colour
     assert good["top"][0]["probability"] >= good["top"][1]["probability"]
     assert "not an image" in bad["error"]
+
+
+def test_every_bucket_is_bound_before_the_run_and_padding_is_exact(trained):
+    # docs/evaluation.md: a server's batch sizes (1, 2, 4, 8) each run before LoadGen starts,
+    # from buffers of their own; a batch in between padded up gives the unpadded outputs.
+    import mxnet as mx
+    from mxnet_benchmarks.errors import BenchmarkError
+    from mxnet_benchmarks.evaluation import MXNetSystem
+    from mxnet_benchmarks.models import create_model, load_model_file
+    from mxnet_benchmarks.options import parse_options
+    from mxnet_benchmarks.runner import build_network
+
+    models, weights, _, _ = trained
+    opts = parse_options(["--model", "tiny_colours_mx", "--extra_models", str(models),
+                          "--weights", str(weights), "--device", "cpu", "--forward_only",
+                          "--batch_size", "8", "--scenario", "server", "--target_qps", "5"])
+    try:
+        model = create_model(opts.model)
+    except BenchmarkError:  # not registered in this process yet
+        load_model_file(opts.extra_models)
+        model = create_model(opts.model)
+    net = build_network(model, opts, [mx.cpu()])
+    system = MXNetSystem(model, opts, mx.cpu(), net)
+    resident = list(range(8))
+    system.prepare([1, 2, 4, 8], 1, resident)
+    assert system.sizes == [1, 2, 4, 8] and sorted(system.inputs) == [1, 2, 4, 8]
+    for count in range(1, 9):
+        batch = system.batch(resident[:count])
+        assert np.array_equal(system.forward(batch).asnumpy(), net(batch).asnumpy()), count
+        assert system.infer(resident[:count], top=2)[0].shape == (count, 2)
+    assert system.compilations() == 0
+    system.infer(list(range(9)))  # larger than every prepared size: counted
+    assert system.compilations() == 1
+
+
+def test_a_server_of_many_batch_sizes_records_no_recompiles(tmp_path, trained):
+    models = trained[0]
+    run = server(tmp_path, trained, "--batch_size", "8", "--target_qps", "200",
+                 "--max_queue_delay_ms", "20", "--min_duration_s", "1",
+                 "--min_query_count", "20")
+    assert run.returncode == 0, run.stderr
+    assert run.values["results.recompiles"] == 0
+    assert "prepare: batch sizes [1, 2, 4, 8]" in run.stdout
+    refused = run_backend("mxnet", "--model", "tiny_colours_mx", "--extra_models", str(models),
+                          "--device", "cpu", "--forward_only", "--scenario", "offline",
+                          "--inference_streams", "2", "--loadgen_dir", str(tmp_path / "lg2"))
+    assert refused.returncode == 2 and "one batch in flight" in refused.stderr

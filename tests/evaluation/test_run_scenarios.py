@@ -13,6 +13,7 @@ from dlbs.config.loader import load_spec
 from dlbs.errors import LaunchError, PlanError
 from dlbs.plan.builder import Planner
 from dlbs.recipes import invocation_for
+from dlbs.results.protocol import parse_log
 
 DUMMY_QUICK = ["-P", "exp.framework=dummy", "-P", "dummy.sleep=0.01", "-P", "exp.replica_batch=4",
                "-P", "exp.min_duration_s=0.3", "-P", "exp.min_query_count=10"]
@@ -62,9 +63,53 @@ def test_the_scenario_and_its_bounds_change_the_id_publishing_does_not():
     assert published["exp.id"] == first["exp.id"]
     for change in ("exp.target_qps=20", "exp.latency_bound_ms=30", "exp.latency_percentile=90",
                    "exp.min_duration_s=1", "exp.min_query_count=5", "exp.num_samples=10",
-                   "exp.weights=w.pt", "exp.scenario=offline"):
+                   "exp.weights=w.pt", "exp.scenario=offline", "exp.inference_streams=3",
+                   "exp.max_queue_delay_ms=2"):
         (other,) = plan(*base, change)
         assert other["exp.id"] != first["exp.id"], change
+
+
+def test_a_scenario_over_several_gpus_is_one_process_serving_them_all():
+    (experiment,) = plan("exp.framework=pytorch", "exp.scenario=offline", "exp.gpus=0,1,2,3")
+    invocation = invocation_for(experiment)
+    assert "torch.distributed.run" not in invocation.argv  # one LoadGen, one process
+    assert invocation.argv[invocation.argv.index("--num_gpus") + 1] == "4"
+    assert list(invocation.gpus) == ["0", "1", "2", "3"]
+    (benchmark,) = plan("exp.framework=pytorch", "exp.gpus=0,1,2,3")
+    assert "torch.distributed.run" in invocation_for(benchmark).argv
+
+
+def test_streams_default_to_two_for_offline_on_a_gpu_and_one_elsewhere():
+    def streams(*params: str) -> int:
+        (experiment,) = plan("exp.scenario=offline", *params)
+        argv = invocation_for(experiment).argv
+        assert argv[argv.index("--max_queue_delay_ms") + 1] == "0.0"
+        return int(argv[argv.index("--inference_streams") + 1])
+
+    assert streams("exp.framework=pytorch", "exp.gpus=0") == 2
+    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=max_qps") == 1
+    assert streams("exp.framework=pytorch") == 1
+    assert streams("exp.framework=mxnet", "exp.gpus=0") == 1
+    assert streams("exp.framework=dummy", "exp.gpus=0") == 1
+
+
+def test_a_rerun_keeps_each_attempts_loadgen_folder(run_dlbs, tmp_path):
+    # docs/evaluation.md: each attempt keeps its own LoadGen folder, as it keeps its log.
+    for _ in range(2):
+        result = run_dlbs("run", *DUMMY_QUICK, "-P", "exp.scenario=single_stream",
+                          "-P", "exp.rerun=always")
+        assert result.returncode == 0, result.stderr
+    logs = sorted((tmp_path / "logs").glob("*.log"), key=lambda log: len(log.name))
+    assert len(logs) == 2 and ".attempt2." in logs[1].name
+    folders = []
+    for log in logs:
+        values = parse_log(log).values
+        folder = Path(values["results.loadgen_log_dir"])
+        assert folder == Path(os.path.splitext(str(log))[0] + ".loadgen")
+        assert (folder / "mlperf_log_detail.txt").is_file()
+        folders.append(folder)
+    first, second = ((folder / "mlperf_log_detail.txt").read_bytes() for folder in folders)
+    assert first != second  # the second attempt wrote beside the first, not over it
 
 
 def test_benchmark_experiments_keep_their_command_line():
@@ -80,7 +125,10 @@ def test_benchmark_experiments_keep_their_command_line():
     (["exp.scenario=max_qps", "exp.latency_bound_ms=0"], "exp.latency_bound_ms > 0"),
     (["exp.scenario=offline", "exp.framework=onnxruntime"], "pytorch, mxnet and dummy"),
     (["exp.scenario=accuracy", "exp.framework=pytorch"], "set exp.data_dir"),
-    (["exp.scenario=offline", "exp.gpus=0,1"], "one replica"),
+    (["exp.scenario=offline", "exp.gpus=0,1", "exp.num_nodes=2"], "one process on one node"),
+    (["exp.scenario=offline", "exp.framework=mxnet", "exp.gpus=0,1"], "MXNet scenario runs on one"),
+    (["exp.scenario=server", "exp.target_qps=5", "exp.framework=mxnet",
+      "exp.inference_streams=2"], "set exp.inference_streams 1"),
     (["exp.scenario=fastest"], "not one of the choices"),
 ])
 def test_what_a_scenario_cannot_run_is_refused_when_planned(params, message):
@@ -182,6 +230,7 @@ def test_scenario_defaults_are_documented_and_typed():
     for name in ("exp.scenario", "exp.target_qps", "exp.latency_bound_ms",
                  "exp.latency_percentile", "exp.min_duration_s", "exp.min_query_count",
                  "exp.weights", "exp.num_samples", "exp.labels", "exp.publish_predictions",
+                 "exp.inference_streams", "exp.max_queue_delay_ms",
                  "mxnet.extra_models", "pytorch.extra_models"):
         definition = spec.params[name]
         assert definition.type and definition.desc, name

@@ -7,7 +7,10 @@ are caught by the harness too (a watchdog per example, a cap on the process's me
 
 Targets: `spec` (spec files, YAML and JSON, with includes), `expression` (`$( ... )$`),
 `plan` (plan files of `dlbs run --plan`), `log` (the `__key__=json` protocol and the
-writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands).
+writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands),
+`trace_path` (`exp.trace_file` values: contained, never shared, never written over a file
+that is not a trace, and a container's mount of a system folder said), `database` (other
+names of a results database: no name bypasses its run lock).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import posixpath
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -272,6 +276,85 @@ def _FULL() -> Any:  # noqa: N802 - the Detail the parse command uses
     return FULL
 
 
+# -- trace file paths -------------------------------------------------------------------------
+TRACE_PARTS = st.sampled_from(["..", ".", "", "logs", "a", "${exp.id}", "${exp.log_dir}",
+                               "${exp.model}", "/etc", "/", "x" * 250, "results.db",
+                               ".dlbs-run.lock", "t.trace.json.gz", "a.log", "\x00", "é"])
+TRACE_PATHS = st.one_of(
+    st.sampled_from(["", "t.trace.json.gz", "/etc/x.trace.json.gz", "${exp.log_dir}/../../x",
+                     "../x", "logs/../x", "logs/./a//b.gz", "${exp.log_file}", "/dev/null",
+                     "${exp.log_dir}/results.db", "${exp.log_dir}/.dlbs-run.lock", "/", "a/",
+                     "/tmp/../etc/passwd", "/proc/self/x", "/var/run/docker.sock", "..",
+                     "${exp.log_dir}/${exp.model}.log", "$('${exp.log_file}'[:-4])$.gz",
+                     "/etc/ssh/x.gz", "/var/tmp/x.gz", "${exp.log_dir}/x/../../y"]),
+    st.lists(TRACE_PARTS, min_size=1, max_size=6).map("/".join))
+TRACE_CASES = st.tuples(TRACE_PATHS, st.sampled_from(["logs", "/tmp/dlbs-fuzz", "a/../b", "."]),
+                        st.booleans(), st.sampled_from([[1], [1, 2]]))
+
+
+def trace_path(case: tuple[str, str, bool, list[int]]) -> None:
+    """Plan and check a sweep with the drawn `exp.trace_file`; then the run's own checks."""
+    from dlbs.plan.builder import Planner
+    from dlbs.plan.checks import check_plan, written_files
+    from dlbs.recipes.host_access import HostAccessWatch
+    from dlbs.run.logs import trace_place_problem
+
+    trace_file, log_dir, docker, batches = case
+    try:
+        spec = _spec(("exp.framework=dummy", "exp.trace_level=step",
+                      f"exp.trace_file={trace_file}", f"exp.log_dir={log_dir}",
+                      f"exp.docker={str(docker).lower()}"), (f"exp.replica_batch={batches}",))
+        planner = Planner(spec)
+        watch = HostAccessWatch()
+        experiments = list(watch.watch(planner.experiments()))
+        report = check_plan(planner, experiments)
+    except DlbsError as error:
+        one_line(error)
+        return
+    seen: dict[str, str] = {}
+    for experiment in experiments:
+        plain(experiment)
+        for name, path in written_files(experiment):
+            assert path == posixpath.normpath(path), (name, path)
+            if ".." in path.split("/"):  # only where it stays in the log folder
+                base = os.path.abspath(experiment["exp.log_dir"])
+                assert os.path.abspath(path).startswith(base + os.sep), (name, path)
+            if name != "runtime.results_db":
+                key = os.path.abspath(path)
+                assert key not in seen or report.problems, (seen.get(key), name, path)
+                seen[key] = name
+        trace = experiment["exp.trace_file"]
+        if docker and trace and os.path.dirname(os.path.abspath(trace)).startswith(
+                ("/etc", "/proc", "/dev", "/usr", "/var/run")):
+            assert any(text.startswith("exp.trace_file: a writable mount of /")
+                       for text in watch.warnings()), (trace, watch.warnings())
+    with tempfile.TemporaryDirectory() as folder:
+        # The run refuses a trace path where another file is: a log of another experiment.
+        other = Path(folder, "other.log")
+        other.write_text("__results.time__=1.0\n")
+        assert trace_place_problem(str(other)), "a log was taken for a trace"
+        assert trace_place_problem(folder), "a folder was taken for a trace"
+
+
+
+def _spec(params: tuple[str, ...], variables: tuple[str, ...]) -> Any:
+    """The default configs (read once: YAML parsing is slow) with these overrides."""
+    import copy
+
+    from dlbs.config.loader import SpecBuilder, load_spec
+
+    global _DEFAULT_SPEC
+    if _DEFAULT_SPEC is None:
+        _DEFAULT_SPEC = load_spec(None)
+    builder = SpecBuilder()
+    builder.spec = copy.deepcopy(_DEFAULT_SPEC)
+    builder.add_cli(params, variables, ())
+    return builder.spec
+
+
+_DEFAULT_SPEC: Any = None
+
+
 # -- the command line --------------------------------------------------------------------------
 OPTIONS = st.sampled_from([
     "-P", "-V", "-E", "--no-defaults", "--format", "--keys", "-o", "--config", "json", "jsonl",
@@ -324,10 +407,106 @@ def cli(argv: list[str]) -> None:
             os.chdir(here)
 
 
+# -- the identity of a results database ----------------------------------------------------------
+PARTS = st.sampled_from(["a", "b", "results.db", "x y", "é", ".hidden", "-d", "a" * 120, "c"])
+ALIASES = st.sampled_from(["symlink", "relative symlink", "hard link", "folder symlink",
+                           "dot-dot", "dot", "double slash", "chain", "loop", "dangling"])
+
+
+@st.composite
+def database_layouts(draw: st.DrawFn) -> tuple[list[str], str, bool, list[tuple[str, int, str]]]:
+    """(folders of the database, its name, whether it exists, aliases: (kind, n, name))."""
+    folders = draw(st.lists(PARTS, max_size=3))
+    aliases = draw(st.lists(st.tuples(ALIASES, st.integers(0, 5), PARTS), max_size=6))
+    return folders, draw(PARTS), draw(st.booleans()), aliases
+
+
+def _alias(root: Path, database: Path, made: list[Path], kind: str, number: int,
+           name: str) -> Path | None:
+    """Another name of `database` in a folder of its own (None: a name of something else)."""
+    place = root / f"alias{len(list(root.glob('alias*')))}"
+    place.mkdir()
+    link = place / name
+    if kind == "symlink":
+        link.symlink_to(database)
+    elif kind == "relative symlink":
+        link.symlink_to(os.path.relpath(database, place))
+    elif kind == "hard link":
+        if not database.exists():
+            return None
+        os.link(database, link)
+    elif kind == "folder symlink":
+        folders = [database.parent, *database.parent.parents]
+        folder = folders[min(number, len(folders) - 1)]
+        link.symlink_to(folder)
+        return link / database.relative_to(folder)
+    elif kind == "dot-dot":
+        return place / ".." / database.relative_to(root)
+    elif kind == "dot":
+        return Path(f"{database.parent}/./{database.name}")
+    elif kind == "double slash":
+        return Path(f"{database.parent}//{database.name}")
+    elif kind == "chain" and made:
+        link.symlink_to(made[number % len(made)])
+    elif kind == "loop":
+        link.symlink_to(place / "loop")
+        (place / "loop").symlink_to(link)
+        return None
+    else:  # dangling, or a chain with nothing before it
+        link.symlink_to(place / "nothing")
+        return None
+    return link
+
+
+def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> None:
+    """No other name of a results database gets a run lock while one run holds it.
+
+    Nor while it has other hard links (no run gets it then); a different database, given
+    the same name elsewhere, is never locked by it. Every refusal is one line.
+    """
+    from dlbs.results.sqlite_store import DatabaseLock
+
+    folders, name, exists, aliases = case
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        database = root.joinpath("db", *folders, name)
+        database.parent.mkdir(parents=True, exist_ok=True)
+        if exists:
+            database.write_bytes(b"")
+        names: list[Path] = []
+        for kind, number, alias_name in aliases:
+            alias = _alias(root, database, names, kind, number, alias_name)
+            if alias is not None:
+                names.append(alias)
+        holder = DatabaseLock(database)
+        try:
+            holder.acquire()
+        except DlbsError as error:  # a hard link made it two names: nobody gets it
+            one_line(error)
+            assert "hard link" in error.message, error.message
+        other = DatabaseLock(root.joinpath("other", *folders, name))
+        other.acquire()  # the same name elsewhere is another database
+        other.release()
+        try:
+            for alias in names:
+                lock = DatabaseLock(alias)
+                try:
+                    lock.acquire()
+                except DlbsError as error:
+                    one_line(error)
+                    continue
+                lock.release()
+                raise AssertionError(f"{alias} bypassed the lock of {database}")
+        finally:
+            holder.release()
+
+
 TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "spec": (spec, spec_files()),
     "expression": (expression, expressions()),
     "plan": (plan, plan_files()),
     "log": (log, logs()),
     "cli": (cli, argvs()),
+    "trace_path": (trace_path, TRACE_CASES),
+    "database": (database, database_layouts()),
 }

@@ -1,7 +1,8 @@
 """GPU series from nvidia-smi.
 
 No GPU exists here: a fake nvidia-smi prints canned answers (data/*.csv) to exactly the
-monitor's query, and fails or hangs on request.
+monitor's query, and fails or hangs on request. NVML is switched off (`nvml=None`), so
+that these run the same on a machine with GPUs (test_monitor_energy.py fakes NVML).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from dlbs.monitor import ResourceMonitor
 from dlbs.monitor.gpu import parse_query_output
 from dlbs.monitor.monitor import MAX_GPU_FAILURES
+from dlbs.monitor.sampling import ENERGY_UNAVAILABLE
 
 DATA = Path(__file__).resolve().parent / "data"
 FAKE_NVIDIA_SMI = str(DATA / "nvidia-smi")
@@ -30,6 +32,7 @@ SLEEPER = "import time; time.sleep(30)"
 def monitored(spawn, seconds: float = 0.5, **options) -> tuple[dict, ResourceMonitor]:
     """Monitor a sleeping process for `seconds` at 0.05 s; return the series and monitor."""
     process = spawn(SLEEPER)
+    options = {"nvml": None, "rapl_root": None, **options}
     monitor = ResourceMonitor(options.pop("frequency", 0.05), **options)
     monitor.start(process.pid)
     time.sleep(seconds)
@@ -53,7 +56,10 @@ def calls(log) -> list[str]:
 )
 def test_gpu_series_of_the_selected_gpus(spawn, fake_smi_env, gpus, util, mem, power):
     series, monitor = monitored(spawn, gpus=gpus, nvidia_smi=FAKE_NVIDIA_SMI)
-    assert set(series) == {"time", "cpu", "rss", "gpu_util", "gpu_mem", "gpu_power"}
+    assert set(series) == {"time", "cpu", "rss", "gpu_util", "gpu_mem", "gpu_power",
+                           ENERGY_UNAVAILABLE}
+    # nvidia-smi has no energy counter: the summaries integrate the power instead.
+    assert series[ENERGY_UNAVAILABLE] == "no GPU energy counter: NVML is not used"
     count = len(series["time"])
     assert count >= 5
     assert series["gpu_util"] == [pytest.approx(util)] * count
@@ -82,7 +88,8 @@ def test_no_gpus_means_no_query(spawn, fake_smi_env):
 
 def test_missing_nvidia_smi_gives_no_gpu_series_and_a_warning(spawn, tmp_path):
     series, monitor = monitored(spawn, gpus=["0"], nvidia_smi=str(tmp_path / "nvidia-smi"))
-    assert set(series) == {"time", "cpu", "rss"} and len(series["time"]) >= 5
+    assert set(series) == {"time", "cpu", "rss", ENERGY_UNAVAILABLE}
+    assert len(series["time"]) >= 5
     assert len(monitor.warnings) == 1 and "not found" in monitor.warnings[0]
 
 
@@ -96,7 +103,8 @@ def test_missing_nvidia_smi_on_the_path(spawn, monkeypatch):
 def test_failing_nvidia_smi_is_given_up_after_a_few_tries(spawn, fake_smi_env, monkeypatch):
     monkeypatch.setenv("FAKE_NVIDIA_SMI_EXIT", "9")
     series, monitor = monitored(spawn, gpus=["0"], nvidia_smi=FAKE_NVIDIA_SMI)
-    assert set(series) == {"time", "cpu", "rss"} and len(series["time"]) >= 5
+    assert set(series) == {"time", "cpu", "rss", ENERGY_UNAVAILABLE}
+    assert len(series["time"]) >= 5
     assert len(calls(fake_smi_env)) == MAX_GPU_FAILURES
     failure = monitor.warnings[0]
     assert "exited with status 9" in failure and "couldn't communicate" in failure
@@ -134,7 +142,7 @@ def test_lines_that_are_not_readings_are_skipped(spawn, fake_smi_env, monkeypatc
 
 def test_a_failure_midway_leaves_a_gap(spawn, fake_smi_env, monkeypatch):
     process = spawn(SLEEPER)
-    monitor = ResourceMonitor(0.05, gpus=["0"], nvidia_smi=FAKE_NVIDIA_SMI)
+    monitor = ResourceMonitor(0.05, gpus=["0"], nvidia_smi=FAKE_NVIDIA_SMI, nvml=None)
     monitor.start(process.pid)
     time.sleep(0.3)
     monkeypatch.setenv("FAKE_NVIDIA_SMI_EXIT", "3")  # the next queries fail...
@@ -168,13 +176,14 @@ def _live_processes_of_session(session: int) -> list[int]:
 def test_a_hung_nvidia_smi_does_not_delay_stop(spawn, fake_smi_env, monkeypatch):
     monkeypatch.setenv("FAKE_NVIDIA_SMI_SLEEP", "30")
     process = spawn(SLEEPER)
-    monitor = ResourceMonitor(0.2, gpus=["0"], nvidia_smi=FAKE_NVIDIA_SMI)
+    monitor = ResourceMonitor(0.2, gpus=["0"], nvidia_smi=FAKE_NVIDIA_SMI, nvml=None)
     monitor.start(process.pid)
     time.sleep(0.5)
     began = time.monotonic()
     series = monitor.stop()
     assert time.monotonic() - began < 0.2 + 0.5
-    assert set(series) == {"time", "cpu", "rss"}  # the sample in flight was dropped whole
+    # The sample in flight was dropped whole.
+    assert set(series) == {"time", "cpu", "rss", ENERGY_UNAVAILABLE}
     assert series["time"] == []
     # The query's process group (the fake and its `sleep`) was killed, not left behind.
     fake_pid = _fake_pids(fake_smi_env)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from dlbs.monitor import ResourceMonitor
+from dlbs.monitor.sampling import ENERGY_UNAVAILABLE
 
 # The grandchild holds 100 MiB and spins for 1.5 s, then reports its busy window (monotonic
 # clock, which is system-wide) and CPU seconds; the child holds 200 MiB and waits for it.
@@ -76,7 +77,7 @@ def test_cpu_and_rss_of_a_busy_process_tree(spawn):
 def test_samples_come_at_the_frequency(spawn):
     sleeper = spawn("import time; print('ready', flush=True); time.sleep(30)")
     assert sleeper.stdout.readline() == "ready\n"  # its start-up CPU time is behind it
-    monitor = ResourceMonitor(0.05)
+    monitor = ResourceMonitor(0.05, rapl_root=None)
     monitor.start(sleeper.pid)
     time.sleep(1.0)
     series = monitor.stop()
@@ -101,7 +102,7 @@ def test_stop_returns_promptly(spawn, frequency):
 def test_a_process_that_is_already_gone():
     done = subprocess.Popen([sys.executable, "-c", "pass"])
     done.wait()  # exited and reaped: its pid names no process now
-    monitor = ResourceMonitor(0.05)
+    monitor = ResourceMonitor(0.05, rapl_root=None)
     monitor.start(done.pid)
     series = monitor.stop()
     assert series == {"time": [], "cpu": [], "rss": []}
@@ -115,7 +116,8 @@ def _wait_without_reaping(pid: int) -> None:
 
 def test_a_process_that_exits_at_once(spawn):
     quick = spawn("pass")
-    monitor = ResourceMonitor(0.05, gpus=["0"], nvidia_smi="/nonexistent/nvidia-smi")
+    monitor = ResourceMonitor(0.05, gpus=["0"], nvidia_smi="/nonexistent/nvidia-smi",
+                              nvml=None)
     monitor.start(quick.pid)
     quick.wait()  # exited and reaped: the tree is gone
     time.sleep(0.15)
@@ -125,7 +127,7 @@ def test_a_process_that_exits_at_once(spawn):
     began = time.monotonic()
     series = monitor.stop()
     assert time.monotonic() - began < 0.5
-    assert set(series) == {"time", "cpu", "rss"}
+    assert set(series) == {"time", "cpu", "rss", ENERGY_UNAVAILABLE}
     assert len(series["time"]) == len(series["cpu"]) == len(series["rss"]) == count
 
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 
 import pytest
 from mx_helpers import BENCHMARKS, backend_env, parse_protocol
@@ -19,6 +20,7 @@ OK_KEYS = {
     "results.warmup_time_data", "results.time", "results.time_std", "results.time_median",
     "results.time_p90", "results.time_p95", "results.time_p99", "results.time_data",
     "results.throughput", "results.mem_peak", "results.status",
+    "results.timed_start", "results.timed_end", "results.flops_unavailable",
 }
 
 
@@ -38,6 +40,11 @@ def assert_ok(run, batch: int, batches: int, warmup: int, title: str) -> dict:
     assert values["results.throughput"] == pytest.approx(batch * 1000.0 / values["results.time"])
     assert values["results.mem_peak"] > 0
     assert values["results.start_time"] < values["results.end_time"]
+    start, end, finished = (datetime.fromisoformat(values[key]) for key in
+                            ("results.timed_start", "results.timed_end", "results.end_time"))
+    # The end time has milliseconds only (cut, not rounded), the marks microseconds.
+    assert start < end < finished + timedelta(milliseconds=1)
+    assert values["results.flops_unavailable"].startswith("MXNet has no FLOP counter")
     return values
 
 
@@ -84,7 +91,8 @@ def test_deep_speech2_inference(run_backend):
     (["--model", "resnet18", "--data_dir", "/nonexistent/imagenet"],
      "--data_dir '/nonexistent/imagenet': no such file or directory"),
     (["--model", "resnet18", "--batch_size", "two"], "argument --batch_size: invalid int value"),
-    (["--model", "resnet18", "--forward_only", "maybe"], "'maybe' is not a boolean"),
+    (["--model", "resnet18", "--forward_only", "maybe"],
+     "expected a boolean (true/false/yes/no/on/off/1/0/t/f/y/n), got 'maybe'"),
     (["--model", "resnet18", "--preprocess_threads", "-1"], "--preprocess_threads must not be"),
     (["--batch_size", "2"], "the following arguments are required: --model"),
 ])

@@ -48,7 +48,8 @@ def test_defaults_and_values():
     (["--batch_size", "0"], "--batch_size must be at least 1"),
     (["--cpu_contexts", "0"], "--cpu_contexts must be at least 1"),
     (["--num_warmup_batches", "-1"], "--num_warmup_batches must not be negative"),
-    (["--forward_only", "maybe"], "'maybe' is not a boolean"),
+    (["--forward_only", "maybe"], "expected a boolean (true/false/yes/no/on/off/1/0/t/f/y/n), "
+     "got 'maybe'"),
     (["--batch_size", "lots"], "invalid int value"),
 ])
 def test_bad_values_are_clear_errors(flags, message):

@@ -36,6 +36,15 @@ def test_a_pytorch_model_is_exported_once_then_reused(tmp_path):
     assert first.values["results.throughput"] == pytest.approx(
         2 * 1000 / first.values["results.time"])
     assert "(exported)" in first.stdout
+    # The exporter counted the PyTorch definition's FLOPs and wrote them into the file.
+    sys.path.insert(0, str(ROOT / "python"))
+    from pytorch_benchmarks.flops import count_flops_per_sample
+    from pytorch_benchmarks.models import get_model_spec
+
+    spec = get_model_spec("sensor_net")
+    forward, _ = count_flops_per_sample(spec.build, spec.input_shape, training=False)
+    assert first.values["results.flops_per_sample"] == forward
+    assert first.values["results.timed_start"] < first.values["results.timed_end"]  # same format
     # One file per model, dtype, batch and weights; nothing else left in the cache.
     assert [p.name for p in tmp_path.iterdir()] == ["sensor_net-float32-b2-seed0.onnx"]
     second = sensor_net(tmp_path, "--graph_optimization_level", "disabled")
@@ -116,6 +125,9 @@ def test_a_users_model_file_runs_without_torch(tmp_path, no_torch):
     assert run.values["exp.model_title"] == "my_linear"
     assert "x=[5, 4]:float32" in run.stdout and "(file)" in run.stdout
     assert not (tmp_path / "cache").exists()
+    # Not one of the PyTorch backend's models: its FLOPs are unknown, and it says so.
+    assert "results.flops_per_sample" not in run.values
+    assert "has no dlbs.flops_per_sample" in run.values["results.flops_unavailable"]
 
 
 def test_exporting_without_torch_says_what_to_install(tmp_path, no_torch):

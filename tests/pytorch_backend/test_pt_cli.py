@@ -60,6 +60,22 @@ def test_defaults_follow_dlbs():
     assert (opts.num_loader_threads, opts.data_backend, opts.dtype) == (4, "caffe_lmdb", "float32")
 
 
+def test_fast_defaults_and_the_new_flags():
+    opts = parse_options(["--model", "resnet50"])
+    assert (opts.channels_last, opts.optimizer, opts.optimizer_impl) == ("auto", "sgd", "fused")
+    assert (opts.decode, opts.inductor_options, opts.cuda_graphs) == ("cpu", [], False)
+    opts = parse_options(["--model", "resnet50", "--channels_last", "AUTO", "--compile",
+                          "--inductor_options", "coordinate_descent_tuning=true",
+                          "max_autotune_conv_backends=ATEN", "epilogue_fusion=0", "x.y=0.5",
+                          "--optimizer", "lars", "--optimizer_impl", "foreach", "--cuda_graphs",
+                          "--dtype", "bfloat16"])
+    assert opts.channels_last == "auto" and opts.cuda_graphs and not opts.forward_only
+    assert opts.inductor_options == [("coordinate_descent_tuning", True),
+                                     ("max_autotune_conv_backends", "ATEN"),
+                                     ("epilogue_fusion", 0), ("x.y", 0.5)]
+    assert (opts.optimizer, opts.optimizer_impl) == ("lars", "foreach")
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
@@ -68,7 +84,16 @@ def test_defaults_follow_dlbs():
         (["--model", "m", "--batch_size", "0"], "--batch_size must be >= 1"),
         (["--model", "m", "--num_batches", "0"], "--num_batches must be >= 1"),
         (["--model", "m", "--num_warmup_batches", "-1"], "--num_warmup_batches"),
-        (["--model", "m", "--cuda_graphs"], "inference only"),
+        (["--model", "m", "--cuda_graphs", "--device", "cpu"], "--cuda_graphs needs --device gpu"),
+        (["--model", "m", "--cuda_graphs", "--dtype", "float16", "--optimizer_impl", "foreach"],
+         "needs --optimizer_impl fused"),
+        (["--model", "m", "--inductor_options", "coordinate_descent_tuning=true"],
+         "add --compile true"),
+        (["--model", "m", "--compile", "--inductor_options", "novalue"], "NAME=VALUE"),
+        (["--model", "m", "--decode", "gpu", "--device", "cpu"], "--decode gpu decodes on the GPU"),
+        (["--model", "m", "--decode", "gpu", "--data_dir", "d"], "image_folder"),
+        (["--model", "m", "--channels_last", "sometimes"], "boolean"),
+        (["--model", "m", "--optimizer", "adam"], "invalid choice"),
         (["--model", "m", "--device", "tpu"], "invalid choice"),
         (["--batch_size", "2"], "--model"),
     ],

@@ -148,3 +148,18 @@ class Browser:
         self.send("Page.navigate", session, url=url)
         self.wait_for("Page.loadEventFired")
         return session
+
+
+def is_problem(event: dict[str, Any]) -> bool:
+    """Whether a DevTools event says the page went wrong.
+
+    An exception, an error or warning on the console or in the log, a request that failed.
+    """
+    method, params = event.get("method"), event.get("params", {})
+    if method == "Runtime.exceptionThrown":
+        return True
+    if method == "Runtime.consoleAPICalled":
+        return params.get("type") in ("error", "warning", "assert")
+    if method == "Log.entryAdded":
+        return params.get("entry", {}).get("level") in ("error", "warning")
+    return method == "Network.loadingFailed"

@@ -20,7 +20,7 @@ import pytest
 
 from dlbs.report import build_report
 from dlbs.report.html import render_html
-from tests.report.cdp import Browser
+from tests.report.cdp import Browser, is_problem
 from tests.report.conftest import REPO, dummy_run, records
 from tests.results.helpers_results import experiment
 
@@ -87,7 +87,7 @@ def test_the_page_renders_in_chromium_without_errors(page: Path, tmp_path: Path)
         shot = browser.send("Page.captureScreenshot", session, format="png",
                             captureBeyondViewport=True)
         events = list(browser.events)
-    problems = [event for event in events if _is_problem(event)]
+    problems = [event for event in events if is_problem(event)]
     assert problems == []
     requested = [e["params"]["request"]["url"] for e in events
                  if e.get("method") == "Network.requestWillBeSent"]
@@ -100,14 +100,3 @@ def test_the_page_renders_in_chromium_without_errors(page: Path, tmp_path: Path)
         assert picture.height >= height > 800
         colours = picture.convert("RGB").getcolors(maxcolors=1 << 20) or []
     assert len(colours) > 50                           # text, tables and a chart: not blank
-
-
-def _is_problem(event: dict[str, Any]) -> bool:
-    method, params = event.get("method"), event.get("params", {})
-    if method == "Runtime.exceptionThrown":
-        return True
-    if method == "Runtime.consoleAPICalled":
-        return params.get("type") in ("error", "warning", "assert")
-    if method == "Log.entryAdded":
-        return params.get("entry", {}).get("level") in ("error", "warning")
-    return method == "Network.loadingFailed"

@@ -33,7 +33,8 @@ def test_monitor_summaries_are_report_columns(tmp_path: Path, dlbs: Any) -> None
     [row] = json.loads(report.stdout)["rows"]
     assert row["use.gpu_util_mean"] == 89.0          # mean over the GPUs and the samples
     assert row["use.gpu_mem_max"] == 90103.0         # summed over the GPUs, the peak
-    assert row["use.gpu_power_mean"] == 1010.44
+    # Issue 23: the stored value exactly (JSON rounded it to 1010.44).
+    assert row["use.gpu_power_mean"] == pytest.approx(1010.44, rel=1e-12)
     assert row["use.cpu_mean"] > 20.0                # a busy loop: most of a core
     text = dlbs("report", str(tmp_path / "logs" / "results.db"), "--columns", columns)
     header = next(line for line in text.stdout.splitlines() if line.startswith("model"))

@@ -40,13 +40,15 @@ def test_report_options_in_process(logs: Path, capsys: pytest.CaptureFixture[str
     assert len(rows) == 8 and {row["trial"] for row in rows} == {"1", "2"}
     twice = next(r for r in rows if r["model"] == "resnet50" and r["replica_batch"] == "32"
                  and r["trial"] == "1")
-    assert (twice["time_ms"], twice["samples"]) == ("36.5", "2")        # (33 + 40) / 2
+    # Issue 23: the newest run, never the mean of both (it was 36.5, (33 + 40) / 2).
+    assert (twice["time_ms"], twice["run"], twice["runs"]) == ("40.0", "2", "2")
+    assert twice["notes"].startswith('["runs disagree: batch time (ms) 33 (run 1), 40 (run 2)')
 
     assert cli_main.main(["report", str(logs), "--format", "csv", "--latest",
                           "--filter", "model=resnet50", "--filter", "trial=1",
                           "--columns", "time,results.throughput"]) == 0
     rows = _csv(capsys.readouterr().out)
-    assert [(r["replica_batch"], r["time_ms"], r["samples"]) for r in rows] == [
+    assert [(r["replica_batch"], r["time_ms"], r["runs"]) for r in rows] == [
         ("32", "40.0", "1"), ("64", "65.0", "1")]
 
     assert cli_main.main(["report", str(logs), "--by", "exp.model"]) == 2
@@ -61,7 +63,7 @@ def test_report_options_in_process(logs: Path, capsys: pytest.CaptureFixture[str
     assert "batch time (ms), by replica batch" in text
     table = text.split("batch time (ms), by replica batch\n", 1)[1].splitlines()
     assert table[0].split() == ["model", "trial", "32", "64"]
-    assert table[2].split() == ["resnet50", "1", "40.00", "65.00"]
+    assert table[2].split() == ["resnet50", "1", "40", "65"]
 
 
 def test_report_writes_html_to_a_file(logs: Path, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from dlbs.report import Options, build_report, render
 from dlbs.report.compare import compare
 from dlbs.report.render_compare import render_comparison
 from dlbs.results.sources import load_attempts
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from tests.report.conftest import records
 from tests.results.helpers_results import experiment, write_log
 
@@ -40,7 +40,7 @@ def _write(folder: Path, items: list[dict[str, Any]]) -> tuple[Path, Path]:
     logs = folder / "logs"
     database = folder / "results.db"
     numbers: dict[str, int] = {}
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         for index, item in enumerate(items):
             exp_id = f"{item['model']}-{item['gpus']}-{item['batch']}-{item['attempt']}"
             numbers[exp_id] = number = numbers.get(exp_id, 0) + 1
@@ -101,13 +101,16 @@ def test_a_comparison_of_databases_equals_one_of_logs(tmp_path: Path) -> None:
 @given(st.lists(st.one_of(st.floats(0.001, 1e9), st.floats(1e12, 1e17), st.integers(1, 10**6),
                           st.sampled_from([0.005, 0.015, 2.675, 1.005, 0.125, 1e15 + 0.25])),
                 min_size=1, max_size=20))
-def test_numbers_are_rounded_as_python_rounds_them(times: list[float]) -> None:
+def test_numbers_are_written_exactly_as_stored(times: list[float]) -> None:
+    # Issue 23: CSV and JSON carry the stored value exactly (they were rounded to 2
+    # decimals), an integer as an integer.
     items = records(*[experiment("resnet50", 1, index + 1, time, exp_id=f"e{index}")
                       for index, time in enumerate(times)])
     report = build_report(items, Options(columns=["time"]))
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     written = {int(row["replica_batch"]): row["time_ms"] for row in rows}
-    document = {row["replica_batch"]: row["time_ms"] for row in report.records()}
+    document = {row["replica_batch"]: row["time_ms"] for row in json.loads(
+        render(report, "json"))["rows"]}
     for index, time in enumerate(times):
-        assert written[index + 1] == str(round(float(time), 2))
-        assert document[index + 1] == round(float(time), 2)
+        assert written[index + 1] == repr(time)
+        assert document[index + 1] == time and type(document[index + 1]) is type(time)

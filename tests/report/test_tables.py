@@ -1,4 +1,10 @@
-"""Report tables: the numbers of weak, strong and regular reports, checked exactly."""
+"""Report tables: the numbers of weak, strong and regular reports, checked exactly.
+
+Issue 23 changed what these tests see: records carry stored values exactly (they were
+rounded to 2 decimals), text rounds to significant digits (it printed 2 decimals), and a
+cell shows one run of one experiment (it averaged the ok runs, `(n=K)`): the fields `run`
+and `runs` replace `samples`.
+"""
 
 from __future__ import annotations
 
@@ -39,18 +45,18 @@ def test_weak_scaling_numbers() -> None:
     expected = {
         # gpus: (time ms, throughput, speedup, efficiency %)
         1: (100.0, 320.0, 1.0, 100.0),
-        2: (105.0, 609.52, 1.9, 95.24),        # 64000/105; 609.524/320; 100/105
-        4: (110.0, 1163.64, 3.64, 90.91),      # 128000/110; 1163.636/320; 100/110
+        2: (105.0, 64000 / 105, 64000 / 105 / 320, 100 * 100 / 105),
+        4: (110.0, 128000 / 110, 128000 / 110 / 320, 100 * 100 / 110),
         8: (80.0, 3200.0, 10.0, 125.0),        # not capped at 100
     }
     for gpus, (time_ms, throughput, speedup, efficiency) in expected.items():
         row = table[("resnet50", 32, gpus)]
         assert (row["time_ms"], row["throughput"], row["speedup"], row["efficiency"]) == (
             time_ms, throughput, speedup, efficiency), gpus
-        assert row["samples"] == 1
+        assert (row["run"], row["runs"]) == (1, 1)
     no_base = table[("resnet50", 64, 4)]
     assert (no_base["throughput"], no_base["speedup"], no_base["efficiency"]) == (
-        4654.55, None, None)                     # 256000/55
+        256000 / 55, None, None)
     assert not any(model == "vgg16" for model, _, _ in table)
 
 
@@ -67,9 +73,9 @@ def test_strong_scaling_numbers() -> None:
     table = cells("strong", STRONG)
     expected = {
         1: (200.0, 1280.0, 1.0, 100.0),
-        2: (110.0, 2327.27, 1.82, 90.91),      # 256000/110; 200/110; 200/(2*110)
+        2: (110.0, 256000 / 110, 200 / 110, 100 * 200 / (2 * 110)),
         4: (50.0, 5120.0, 4.0, 100.0),
-        8: (30.0, 8533.33, 6.67, 83.33),       # 200/30; 200/(8*30)
+        8: (30.0, 256000 / 30, 200 / 30, 100 * 200 / (8 * 30)),
     }
     for gpus, (time_ms, throughput, speedup, efficiency) in expected.items():
         row = table[("alexnet_owt", 256, gpus)]
@@ -94,19 +100,25 @@ def test_regular_report_numbers() -> None:
         ("resnet18", 64, 40.0, 1600.0),
         ("resnet50", 32, 100.0, 320.0),
         ("resnet50", 64, 160.0, 400.0),
-        ("resnet101", 64, 300.0, 213.33),
+        ("resnet101", 64, 300.0, 64000 / 300),
     ]
 
 
-def test_attempts_of_one_experiment_share_a_cell_and_are_counted() -> None:
-    table = cells("weak", records(
+def test_a_cell_shows_the_newest_run_and_counts_the_others() -> None:
+    # Issue 23: the runs were averaged into one cell (105.67 ms, n=3).
+    items = records(
         experiment("resnet50", 1, 32, 100.0),
         experiment("resnet50", 2, 32, 104.0, exp_id="x"),
+        experiment("resnet50", 2, 32, 107.0, exp_id="x"),
         experiment("resnet50", 2, 32, 106.0, exp_id="x"),
-        experiment("resnet50", 2, 32, 108.0, exp_id="x"),
-    ))
-    row = table[("resnet50", 32, 2)]
-    assert (row["time_ms"], row["samples"], row["efficiency"]) == (106.0, 3, 94.34)
+    )
+    row = cells("weak", items)[("resnet50", 32, 2)]
+    assert (row["time_ms"], row["run"], row["runs"], row["efficiency"]) == (
+        106.0, 3, 3, 100 * 100 / 106)
+    assert row["notes"] == []       # within the 3% that dlbs compare calls "same"
+    report = build_report(items, "weak")
+    assert any(note.startswith("1 experiment(s) have older ok runs than the one shown")
+               for note in report.footnotes())
 
 
 def test_different_experiments_with_the_same_parameters_stay_apart() -> None:
@@ -115,7 +127,7 @@ def test_different_experiments_with_the_same_parameters_stay_apart() -> None:
         experiment("resnet50", 1, 32, 100.0, exp_id="run-a"),
         experiment("resnet50", 1, 32, 110.0, exp_id="run-b"),
     ), "regular")
-    assert [(r["exp_id"], r["time_ms"], r["samples"]) for r in report.records()] == [
+    assert [(r["exp_id"], r["time_ms"], r["runs"]) for r in report.records()] == [
         ("run-a", 100.0, 1), ("run-b", 110.0, 1)]
     assert any("exp.id column tells them apart" in note for note in report.footnotes())
 
@@ -138,8 +150,16 @@ def test_latest_keeps_the_newest_ok_attempt() -> None:
              for t, recency in ((150.0, 1.0), (125.0, 3.0), (200.0, 2.0))]
     assert [r["time_ms"] for r in build_report(items, Options(latest=True)).records()] == [
         125.0]
-    everything = build_report(items, "regular").records()
-    assert [(r["time_ms"], r["samples"]) for r in everything] == [(158.33, 3)]
+    # Issue 23: the runs were averaged (158.33 ms, n=3); the newest ok run is shown, and
+    # runs that disagree beyond their spread say so.
+    [newest] = build_report(items, "regular").records()
+    assert (newest["time_ms"], newest["run"], newest["runs"]) == (125.0, 3, 3)
+    assert newest["notes"] == ["runs disagree: batch time (ms) 150 (run 1), 200 (run 2), 125 "
+                               "(run 3) (and 1 other value(s))"]
+    each = build_report(items, Options(runs="each"))
+    assert each.row_keys[-1] == "run"
+    assert [(r["run"], r["time_ms"]) for r in each.records()] == [
+        (1, 150.0), (2, 200.0), (3, 125.0)]
 
 
 def test_failed_and_incomplete_are_footnoted() -> None:
@@ -148,10 +168,11 @@ def test_failed_and_incomplete_are_footnoted() -> None:
         experiment("", 1, 8, 10.0, exp_id="no-model"),
     ), "weak")
     assert report.not_counted == {"failure": 2, "timeout": 1}
-    assert report.incomplete == 2
+    assert report.incomplete == {"a model": 1, "a batch time": 1}
     notes = report.footnotes()
     assert "Not counted (status not ok): 2 failure, 1 timeout." in notes
-    assert any(note.startswith("Not counted: 2 ok experiment(s)") for note in notes)
+    assert "Not counted: 1 ok experiment(s) without a model." in notes
+    assert "Not counted: 1 ok experiment(s) without a batch time." in notes
     for fmt in ("text", "markdown"):
         assert "2 failure, 1 timeout" in render(report, fmt)
     assert json.loads(render(report, "json"))["not_counted"] == {"failure": 2, "timeout": 1}
@@ -178,7 +199,7 @@ def test_text_report_shows_the_numbers() -> None:
     header, rule, first, second = efficiency.splitlines()[:4]
     assert header.split() == ["model", "replica", "batch", "1", "2", "4", "8"]
     assert set(rule) <= {"-", " "}
-    assert first.split() == ["resnet50", "32", "100.00", "95.24", "90.91", "125.00"]
+    assert first.split() == ["resnet50", "32", "100", "95.24", "90.91", "125"]
     assert second.split() == ["resnet50", "64", "-", "-", "-", "-"]
     assert "\x1b" not in text and all(line == line.rstrip() for line in text.splitlines())
 
@@ -187,17 +208,19 @@ def test_markdown_report_rows() -> None:
     text = render(build_report(STRONG, "strong"), "markdown")
     assert "| model | effective batch | 1 | 2 | 4 | 8 |" in text
     assert "|:---|---:|---:|---:|---:|---:|" in text
-    assert "| alexnet_owt | 256 | 100.00 | 90.91 | 100.00 | 83.33 |" in text
-    assert "| alexnet_owt | 256 | 1280.00 | 2327.27 | 5120.00 | 8533.33 |" in text
+    assert "| alexnet_owt | 256 | 100 | 90.91 | 100 | 83.33 |" in text
+    assert "| alexnet_owt | 256 | 1280 | 2327 | 5120 | 8533 |" in text
 
 
-def test_markdown_shows_attempt_counts() -> None:
+def test_markdown_shows_the_newest_run_and_why_runs_disagree() -> None:
+    # Issue 23: this was "105.00 (n=2) | 305.45 (n=2)", means of both runs.
     text = render(build_report(records(
         experiment("resnet50", 1, 32, 100.0, exp_id="a"),
         experiment("resnet50", 1, 32, 110.0, exp_id="a"),
     ), "regular"), "markdown")
-    assert "| resnet50 | 32 | 32 | 105.00 (n=2) | 305.45 (n=2) |" in text  # mean of 320, 290.9
-    assert "(n=K): the cell combines K ok attempts of one experiment" in text
+    assert ("| resnet50 | 32 | 32 | 110 | 290.9 | runs disagree: batch time (ms) 100 (run 1), "
+            "110 (run 2) (and 1 other value(s)) |") in text
+    assert "have older ok runs than the one shown" in text and "n=" not in text
 
 
 def test_csv_report_is_one_line_per_cell() -> None:
@@ -205,8 +228,9 @@ def test_csv_report_is_one_line_per_cell() -> None:
     rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     assert list(rows[0]) == report.fields()
     by_gpus = {(row["replica_batch"], row["gpus"]): row for row in rows}
-    assert by_gpus[("32", "2")]["efficiency"] == "95.24"
-    assert by_gpus[("32", "4")]["throughput"] == "1163.64"
+    assert by_gpus[("32", "2")]["efficiency"] == repr(100 * 100 / 105)
+    assert by_gpus[("32", "4")]["throughput"] == repr(128000 / 110)
+    assert by_gpus[("32", "1")]["throughput"] == "320.0"
     assert by_gpus[("64", "2")]["speedup"] == ""
     assert len(rows) == 6
 
@@ -214,12 +238,12 @@ def test_csv_report_is_one_line_per_cell() -> None:
 def test_json_report_is_versioned() -> None:
     document = json.loads(render(build_report(STRONG, "strong"), "json"))
     assert (document["format"], document["version"], document["type"]) == (
-        "dlbs-report", 2, "strong")
+        "dlbs-report", 3, "strong")
     assert document["counted"] == 5 and document["not_counted"] == {}
     assert document["row_keys"] == ["exp.model", "exp.effective_batch"]
     assert document["constants"]["exp.dtype"] == "float16"
     row = next(r for r in document["rows"] if r["gpus"] == 8 and r["effective_batch"] == 256)
-    assert (row["speedup"], row["efficiency"]) == (6.67, 83.33)
+    assert (row["speedup"], row["efficiency"]) == (200 / 30, 100 * 200 / (8 * 30))
 
 
 def test_empty_report_says_so() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +60,46 @@ def dlbs_cli(*args: str, cwd: Path | None = None,
         [sys.executable, "-m", "dlbs.cli.main", *args], cwd=cwd or REPO, env=environment,
         capture_output=True, text=True, timeout=timeout, check=False,
     )
+
+
+# -- PostgreSQL (.ci/services/postgres.sh) ------------------------------------------------
+
+def postgres_url() -> str:
+    """The test cluster's URL: DLBS_TEST_POSTGRES_URL (scripts/test.sh), else the service's.
+
+    The service script is idempotent and prints the URL last; a machine where it cannot
+    start PostgreSQL fails the test (it never skips).
+    """
+    import pytest
+
+    url = os.environ.get("DLBS_TEST_POSTGRES_URL")
+    if url:
+        return url
+    done = subprocess.run(["bash", str(REPO / ".ci" / "services" / "postgres.sh")],
+                          capture_output=True, text=True, timeout=600, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].startswith("postgresql://"):
+        pytest.fail(f"PostgreSQL is needed (.ci/services/postgres.sh): {done.stderr[-2000:]}")
+    os.environ["DLBS_TEST_POSTGRES_URL"] = lines[-1]
+    return lines[-1]
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """`url` with its tables in `schema` (libpq's options, URL-quoted)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+@contextlib.contextmanager
+def postgres_store_url(url: str | None = None) -> Iterator[str]:
+    """A URL of an empty schema of its own in the test database, dropped afterwards."""
+    import psycopg
+
+    url = url or postgres_url()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield with_search_path(url, name)
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")

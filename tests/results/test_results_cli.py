@@ -20,10 +20,11 @@ from dlbs.cli import main as cli_main
 from dlbs.cli import report as report_cli
 from dlbs.report.render import FORMATS
 from dlbs.report.tables import REPORT_TYPES
+from dlbs.results import efficiency, energy
 from dlbs.results.stats import COMPUTED_KEYS
-from dlbs.results.store import SCHEMA_VERSION, ResultsStore
+from dlbs.results.store import SCHEMA_VERSION, open_store
 
-ENGINE_KEYS = set(COMPUTED_KEYS)
+ENGINE_KEYS = {*COMPUTED_KEYS, *efficiency.COMPUTED_KEYS, *energy.COMPUTED_KEYS}
 
 
 def _golden() -> dict[str, dict[str, Any]]:
@@ -134,7 +135,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, arguments: list[str],
     (tmp_path / "bad.json").write_text('{"experiments": []}')
     (tmp_path / "newer.json").write_text(
         '{"format": "dlbs-experiments", "version": 99, "experiments": []}')
-    ResultsStore(tmp_path / "newer.db").close()
+    open_store(tmp_path / "newer.db").close()
     connection = sqlite3.connect(tmp_path / "newer.db")
     connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     connection.close()
@@ -162,9 +163,10 @@ def test_report_weak_markdown_from_log_folder(tmp_path: Path) -> None:
     folder = _weak_logs(tmp_path)
     result = dlbs_cli("report", str(folder), "--type", "weak", "--format", "markdown")
     assert result.returncode == 0, result.stderr
-    # The failed 16-GPU run makes no column: only ok experiments count.
-    assert "| resnet50 | 32 | 100.00 | 95.24 | 90.91 | 125.00 |\n" in result.stdout
-    assert "| resnet50 | 32 | 320.00 | 609.52 | 1163.64 | 3200.00 |\n" in result.stdout
+    # The failed 16-GPU run makes no column: only ok experiments count. (Issue 23: numbers
+    # to significant digits; they had 2 decimals.)
+    assert "| resnet50 | 32 | 100 | 95.24 | 90.91 | 125 |\n" in result.stdout
+    assert "| resnet50 | 32 | 320 | 609.5 | 1164 | 3200 |\n" in result.stdout
     assert "_Not counted (status not ok): 1 failure._" in result.stdout
 
 
@@ -173,12 +175,12 @@ def test_report_default_text_in_current_folder(tmp_path: Path) -> None:
     result = dlbs_cli("report", cwd=folder)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Regular report\n")
-    assert "resnet50" in result.stdout and "3200.00" in result.stdout
+    assert "resnet50" in result.stdout and " 3200\n" in result.stdout   # issue 23: 3200.00
 
 
 def test_report_from_database_and_logs_together(tmp_path: Path) -> None:
     database = tmp_path / "logs" / "results.db"
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         for gpus, time_ms in ((1, 200.0), (2, 110.0)):
             params = experiment("alexnet_owt", gpus, 256 // gpus, None, status=None,
                                 effective_batch=256)
@@ -196,8 +198,9 @@ def test_report_from_database_and_logs_together(tmp_path: Path) -> None:
     assert result.stdout == ""
     document = json.loads(out.read_text())
     rows = {row["gpus"]: row for row in document["rows"]}
-    assert (rows[2]["speedup"], rows[2]["efficiency"]) == (1.82, 90.91)
-    assert (rows[8]["speedup"], rows[8]["efficiency"]) == (6.67, 83.33)
+    # Issue 23: exact (they were rounded: 1.82, 90.91, 6.67, 83.33).
+    assert (rows[2]["speedup"], rows[2]["efficiency"]) == (200 / 110, 100 * 200 / 220)
+    assert (rows[8]["speedup"], rows[8]["efficiency"]) == (200 / 30, 100 * 200 / 240)
     assert document["not_counted"] == {"timeout": 1}
 
 
@@ -207,8 +210,10 @@ def test_parse_output_feeds_report(tmp_path: Path) -> None:
     result = dlbs_cli("report", str(parsed), "--type", "weak", "--format", "csv")
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    # Issue 23: exact values (they were rounded to 2 decimals).
     assert [(row["gpus"], row["efficiency"]) for row in rows] == [
-        ("1", "100.0"), ("2", "95.24"), ("4", "90.91"), ("8", "125.0")]
+        ("1", "100.0"), ("2", repr(100 * 100 / 105)), ("4", repr(100 * 100 / 110)),
+        ("8", "125.0")]
     # CSV carries data only; what was left out is said on stderr.
     assert result.stderr == "dlbs report: Not counted (status not ok): 1 failure.\n"
 
@@ -246,7 +251,7 @@ def test_parse_skips_files_without_protocol_lines(tmp_path: Path) -> None:
 
 def test_parse_exports_a_database(tmp_path: Path) -> None:
     database = tmp_path / "results.db"
-    with ResultsStore(database) as store:
+    with open_store(database) as store:
         params = experiment("resnet50", 1, 32, None, status=None)
         store.record_start("e1", 1, params, log_path="e1.log")
         store.record_end("e1", 1, "failure", status_msg="CUDA out of memory")

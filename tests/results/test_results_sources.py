@@ -16,7 +16,7 @@ from dlbs.results.sources import (
     latest_per_id,
     load_experiments,
 )
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 
 
 def test_find_logs_is_recursive_and_sorted(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_mtime_decides_without_end_times(tmp_path: Path) -> None:
 
 
 def test_database_and_parse_output_and_logs_mix(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         store.record_start("db", 1, {"exp.model": "vgg16"})
         store.record_end("db", 1, "ok", results={"results.time": 1.0})
     (tmp_path / "parsed.json").write_text(json.dumps(experiments_document(

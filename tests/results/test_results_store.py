@@ -1,45 +1,34 @@
-"""The SQLite results store: attempts, statuses, jobs, OOM limits, versions, kill -9."""
+"""The results store's protocol, on both stores: attempts, statuses, jobs, runs, OOM limits.
+
+Every test here runs on SQLite and on PostgreSQL (the `store_location` fixture: an SQLite
+file, or an empty schema of the test cluster of .ci/services/postgres.sh), so that both
+stores keep one set of semantics. What only one store does is in test_results_sqlite_store.py
+and test_results_postgres_store.py.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
+import threading
 
 import pytest
 from helpers_results import REPO
 
 from dlbs.errors import ResultsError
-from dlbs.results import store as store_module
-from dlbs.results.protocol import STATUSES
-from dlbs.results.store import SCHEMA_VERSION, STARTED, ResultsStore, is_sqlite_file
+from dlbs.results.store import STARTED, Attempt, ResultsStore, open_store
+from dlbs.run.oom_limits import oom_limit, oom_limits, record_oom
 
 PARAMS = {"exp.model": "resnet50", "exp.replica_batch": 32, "exp.num_gpus": 1}
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> ResultsStore:
-    with ResultsStore(tmp_path / "logs" / "results.db") as store:
+def db(store_location: str) -> ResultsStore:
+    with open_store(store_location) as store:
         yield store
-
-
-def test_new_database_has_version_wal_and_tables(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "results.db"
-    ResultsStore(path).close()
-    assert is_sqlite_file(path)
-    connection = sqlite3.connect(path)
-    try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    finally:
-        connection.close()
-    assert {"attempts", "experiments", "oom_limits"} <= names
 
 
 def test_attempt_lifecycle(db: ResultsStore) -> None:
@@ -121,146 +110,132 @@ def test_slurm_jobs_to_reattach(db: ResultsStore) -> None:
 
 def test_oom_limit_keeps_the_smallest_batch(db: ResultsStore) -> None:
     key = ("pytorch", "gpu", "resnet50", "float32", "training")
-    assert db.oom_limit(*key) is None
-    db.record_oom(*key, 256, exp_id="a")
-    db.record_oom(*key, 128, exp_id="b")
-    db.record_oom(*key, 512, exp_id="c")
-    assert db.oom_limit(*key) == 128
-    assert db.oom_limit("pytorch", "gpu", "resnet50", "float16", "training") is None
-    assert db.oom_limit("pytorch", "gpu", "resnet50", "float32", "inference") is None
-    [limit] = db.oom_limits()
+    assert oom_limit(db, key) is None
+    record_oom(db, key, 256, exp_id="a")
+    record_oom(db, key, 128, exp_id="b")
+    record_oom(db, key, 512, exp_id="c")
+    assert oom_limit(db, key) == 128
+    assert oom_limit(db, ("pytorch", "gpu", "resnet50", "float16", "training")) is None
+    assert oom_limit(db, ("pytorch", "gpu", "resnet50", "float32", "inference")) is None
+    [limit] = oom_limits(db)
     assert limit["replica_batch"] == 128 and limit["exp_id"] == "b"
 
 
-def test_oom_limits_survive_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
-    with ResultsStore(path) as store:
-        store.record_oom("mxnet", "gpu", "vgg16", "float16", "training", 64)
-    with ResultsStore(path, create=False) as store:
-        assert store.oom_limit("mxnet", "gpu", "vgg16", "float16", "training") == 64
+def test_oom_limits_survive_reopening(store_location: str) -> None:
+    key = ("mxnet", "gpu", "vgg16", "float16", "training")
+    with open_store(store_location) as store:
+        record_oom(store, key, 64)
+    with open_store(store_location, create=False) as store:
+        assert oom_limit(store, key) == 64
 
 
-def test_missing_database_without_create(tmp_path: Path) -> None:
-    with pytest.raises(ResultsError, match="no results database at"):
-        ResultsStore(tmp_path / "none.db", create=False)
-    assert not (tmp_path / "none.db").exists()
 
 
-def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
-    ResultsStore(path).close()
-    connection = sqlite3.connect(path)
-    connection.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
-    connection.close()
-    before = path.read_bytes()
-    with pytest.raises(ResultsError, match=f"schema version {SCHEMA_VERSION + 1}; this dlbs "
-                                           f"reads versions up to {SCHEMA_VERSION}") as error:
-        ResultsStore(path)
-    assert error.value.hint and "newer dlbs" in error.value.hint
-    assert path.read_bytes() == before
+# -- runs: tags, hosts, claims ---------------------------------------------------------------
+
+def test_each_attempt_keeps_the_run_that_recorded_it(db: ResultsStore) -> None:
+    db.record_start("e1", 1, PARAMS, run=("nightly-1", "hostA", "/runs/a"))
+    db.record_attempt("e2", None, PARAMS, "skipped", run=("nightly-1", "hostA", "/runs/a"))
+    db.record_start("e1", 2, PARAMS, run=("nightly-2", "hostB", "/runs/b"))
+    first, second = db.attempts("e1")
+    assert (first.run_tag, first.run_host, first.run_folder) == ("nightly-1", "hostA", "/runs/a")
+    assert (second.run_tag, second.run_host) == ("nightly-2", "hostB")
+    db.record_end("e1", 1, "ok")
+    # Resuming per tag: the newest attempt of that tag on that host, whatever came later.
+    assert db.latest_statuses("nightly-1", "hostA") == {"e1": "ok", "e2": "skipped"}
+    assert db.latest_statuses("nightly-2", "hostB") == {"e1": STARTED}
+    assert db.latest_statuses("nightly-1", "hostB") == {}
+    assert db.latest_statuses() == {"e1": STARTED, "e2": "skipped"}
 
 
-def test_older_schema_is_migrated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "results.db"
-    with ResultsStore(path) as store:
-        store.record_start("e1", 1, PARAMS)
-        store.record_end("e1", 1, "ok", results={"results.time": 5.0})
+def test_the_next_number_is_taken_in_the_write_itself(store_location: str) -> None:
+    # Two runs start one experiment at the same moment: each gets a number of its own.
+    numbers: list[int] = []
+    errors: list[BaseException] = []
 
-    def add_notes_column(connection: sqlite3.Connection) -> None:
-        connection.execute("ALTER TABLE attempts ADD COLUMN notes TEXT DEFAULT 'migrated'")
+    def start(index: int) -> None:
+        try:
+            with open_store(store_location) as store:
+                for _ in range(5):
+                    numbers.append(store.record_start("shared", None, PARAMS,
+                                                      run=("t", f"host{index}", "/f")))
+        except BaseException as error:  # noqa: BLE001 - the assertion below names it
+            errors.append(error)
 
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    monkeypatch.setattr(store_module, "MIGRATIONS", {SCHEMA_VERSION: add_notes_column})
-    with ResultsStore(path) as store:
-        assert store.schema_version == SCHEMA_VERSION + 1
-        assert store.latest_status("e1") == "ok"
-    connection = sqlite3.connect(path)
-    try:
-        assert connection.execute("SELECT notes FROM attempts").fetchone()[0] == "migrated"
-    finally:
-        connection.close()
-
-
-def test_failed_migration_leaves_the_old_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "results.db"
-    ResultsStore(path).close()
-
-    def broken(connection: sqlite3.Connection) -> None:
-        connection.execute("ALTER TABLE attempts ADD COLUMN half TEXT")
-        connection.execute("THIS IS NOT SQL")
-
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    monkeypatch.setattr(store_module, "MIGRATIONS", {SCHEMA_VERSION: broken})
-    with pytest.raises(ResultsError, match="cannot open"):
-        ResultsStore(path)
-    monkeypatch.undo()
-    connection = sqlite3.connect(path)
-    try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        columns = [row[1] for row in connection.execute("PRAGMA table_info(attempts)")]
-    finally:
-        connection.close()
-    assert "half" not in columns
+    open_store(store_location).close()
+    threads = [threading.Thread(target=start, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(numbers) == list(range(1, 21))
 
 
-def test_unknown_older_version_is_refused(tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "results.db"
-    ResultsStore(path).close()
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
-    monkeypatch.setattr(store_module, "MIGRATIONS", {})
-    with pytest.raises(ResultsError, match="cannot migrate"):
-        ResultsStore(path)
+def test_a_claim_settles_what_the_run_may_settle(store_location: str) -> None:
+    with open_store(store_location) as store:
+        store.record_start("mine", 1, PARAMS, run=(None, "here", "/runs/a"))
+        store.record_start("other-folder", 1, PARAMS, run=(None, "here", "/runs/b"))
+        store.record_start("other-host", 1, PARAMS, job_id="42", run=(None, "there", "/runs/a"))
+        with store.claim("here", ["/runs/a"]):
+            unfinished = sorted(a.exp_id for a in store.unfinished())
+            pending = sorted(a.exp_id for a in store.pending_jobs())
+        if store.shared:   # PostgreSQL: each run settles its own (host, log folder)
+            assert (unfinished, pending) == (["mine"], [])
+        else:              # SQLite: one run at a time has the database, and settles it all
+            assert (unfinished, pending) == (["mine", "other-folder"], ["other-host"])
 
 
-def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    connection = sqlite3.connect(path)
-    connection.execute("CREATE TABLE t (x)")
-    connection.commit()
-    connection.close()
-    before = path.read_bytes()
-    with pytest.raises(ResultsError, match="not a dlbs results database"):
-        ResultsStore(path)
-    assert path.read_bytes() == before
-    assert not Path(str(path) + "-wal").exists()
+def test_a_second_claim_of_the_same_scope_is_refused(store_location: str) -> None:
+    with open_store(store_location) as first, open_store(store_location) as second:
+        with first.claim("here", ["/runs/a"]):
+            with pytest.raises(ResultsError, match="another dlbs run is using results "
+                                                   "database") as error:
+                with second.claim("here", ["/runs/a"]):
+                    pass
+            assert error.value.hint and ("exp.log_dir" in error.value.hint
+                                         or "runtime.results_db" in error.value.hint)
+            if first.shared:   # another log folder (or host) shares a PostgreSQL store
+                with second.claim("here", ["/runs/b"]), second.claim("there", ["/runs/a"]):
+                    pass
+        with second.claim("here", ["/runs/a"]):   # released when the first run ended
+            pass
 
 
-def test_foreign_application_id_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    connection = sqlite3.connect(path)
-    connection.execute("PRAGMA application_id=1234")
-    connection.close()
-    with pytest.raises(ResultsError, match="application id 0x4d2"):
-        ResultsStore(path)
+def test_attempts_are_read_back_whole_in_chunks(db: ResultsStore) -> None:
+    items = [Attempt(f"e{i:03d}", 1, "ok" if i % 2 else "failure", None, dict(PARAMS, i=i),
+                     {"results.time_data": [1.0, 2.0, float(i)]}, f"e{i}.log", {"host": "h"},
+                     None, "2026-01-01T10:00:00.000+00:00", "2026-01-01T10:01:00.000+00:00",
+                     run_tag="t", run_host="h", run_folder="/f") for i in range(25)]
+    assert db.record_attempts(items) == 25
+    db.record_start("open", 1, PARAMS)
+    read = list(db.iter_attempts(chunk=7))
+    assert [a.exp_id for a in read] == [a.exp_id for a in items]
+    assert read[3].params == items[3].params and read[3].results == items[3].results
+    assert (read[3].run_tag, read[3].run_host, read[3].run_folder) == ("t", "h", "/f")
+    assert read[3].summary["results.time_median"] == 2.0
+    assert len(list(db.iter_attempts(ended_only=False))) == 26
 
 
-def test_file_that_is_not_sqlite(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
-    path.write_text("these are not the bytes of a database\n" * 100)
-    with pytest.raises(ResultsError, match=r"results database .*results\.db: cannot open"):
-        ResultsStore(path)
-
-
-def test_reader_sees_commits_of_a_writer(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
-    with ResultsStore(path) as writer, ResultsStore(path) as reader:
-        writer.record_start("e1", 1, PARAMS)
-        assert reader.latest_status("e1") == STARTED
-        writer.record_end("e1", 1, "ok")
-        assert reader.latest_statuses() == {"e1": "ok"}
+def test_text_keeps_what_postgresql_cannot_hold(db: ResultsStore) -> None:
+    # PostgreSQL's text holds no NUL: it becomes U+FFFD there; everything else is exact.
+    message = "bad byte \x00 here; ünïcödé; 'quotes' and ? and %s"
+    db.record_attempt("e1", 1, dict(PARAMS, note="a\x00b"), "failure", status_msg=message)
+    [attempt] = db.attempts("e1")
+    expected = message.replace("\x00", "\ufffd") if db.shared else message
+    assert attempt.status_msg == expected
+    assert attempt.params["note"] == "a\x00b"   # JSON text escapes NUL: kept exactly
 
 
 # -- kill -9 in the middle of writes -----------------------------------------------------
 
 _WRITER = textwrap.dedent("""
     import sys
-    from dlbs.results.store import ResultsStore
+    from dlbs.results.store import open_store
+    from dlbs.run.oom_limits import record_oom
 
     path, first = sys.argv[1], int(sys.argv[2])
-    store = ResultsStore(path)
+    store = open_store(path)
     i = first
     while True:
         exp_id = f"e{i:06d}"
@@ -270,13 +245,13 @@ _WRITER = textwrap.dedent("""
         store.record_end(exp_id, 1, "ok" if i % 3 else "failure",
                          results={"results.time": float(i + 1), "results.time_data": [1.0] * 200})
         if i % 7 == 0:
-            store.record_oom("pytorch", "gpu", "resnet50", "float32", "training", 10**6 - i)
+            record_oom(store, ("pytorch", "gpu", "resnet50", "float32", "training"), 10**6 - i)
         print("ended", i, flush=True)
         i += 1
 """)
 
 
-def _run_writer_and_kill(path: Path, first: int, kill_after: int) -> tuple[set[int], set[int]]:
+def _run_writer_and_kill(path: str, first: int, kill_after: int) -> tuple[set[int], set[int]]:
     environment = dict(os.environ, PYTHONPATH=str(REPO))
     process = subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(path), str(first)],
@@ -301,8 +276,8 @@ def _run_writer_and_kill(path: Path, first: int, kill_after: int) -> tuple[set[i
     return started, ended
 
 
-def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
+def test_kill_9_mid_writes_keeps_every_commit_and_consistency(store_location: str) -> None:
+    path = store_location
     all_started: set[int] = set()
     all_ended: set[int] = set()
     interrupted: set[int] = set()
@@ -311,8 +286,9 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
         started, ended = _run_writer_and_kill(path, first, kill_after)
         all_started |= started
         all_ended |= ended
-        with ResultsStore(path) as store:
-            assert store.integrity_check() == "ok"
+        with open_store(path) as store:
+            if not store.shared:
+                assert store.integrity_check() == "ok"  # type: ignore[attr-defined]
             attempts = {int(a.exp_id[1:]): a for a in store.attempts()}
             # Nothing reported as committed is lost...
             assert all_started <= set(attempts)
@@ -334,7 +310,7 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
             assert len(store.unfinished()) <= 1
             # The OOM write follows record_end: it is there for every attempt reported
             # ended, and possibly for the one ended just before the kill.
-            limit = store.oom_limit("pytorch", "gpu", "resnet50", "float32", "training")
+            limit = oom_limit(store, ("pytorch", "gpu", "resnet50", "float32", "training"))
             reported = max(n for n in all_ended if n % 7 == 0)
             committed = max(n for n, a in attempts.items() if n % 7 == 0 and a.ended)
             assert limit is not None and 10**6 - committed <= limit <= 10**6 - reported
@@ -346,40 +322,40 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(tmp_path: Path) ->
     assert len(all_ended) >= 40 + 75 + 130
 
 
-def test_many_processes_create_one_database_at_once(tmp_path: Path) -> None:
-    # Several runs may open a fresh database at the same moment: one creates it, the others
-    # see it created (the version is read again under the write lock).
-    path = tmp_path / "results.db"
-    code = ("import sys; from dlbs.results.store import ResultsStore; "
-            "s = ResultsStore(sys.argv[1]); s.record_start(sys.argv[2], 1, {}); s.close()")
-    environment = dict(os.environ, PYTHONPATH=str(REPO))
-    processes = [subprocess.Popen([sys.executable, "-c", code, str(path), f"e{index}"],
-                                  env=environment, stderr=subprocess.PIPE, text=True)
-                 for index in range(4)]
-    for process in processes:
-        _, stderr = process.communicate(timeout=60)
-        assert process.returncode == 0, stderr
-    with ResultsStore(path) as store:
-        assert sorted(store.latest_statuses()) == ["e0", "e1", "e2", "e3"]
-        assert store.schema_version == SCHEMA_VERSION
+@pytest.mark.postgres
+def test_reports_read_the_same_from_both_stores(tmp_path) -> None:
+    from helpers_results import postgres_store_url
 
+    from dlbs.report import Options, build_report, render
+    from dlbs.results.sources import load_attempts
 
-def test_reader_opens_while_a_writer_holds_a_transaction(tmp_path: Path) -> None:
-    path = tmp_path / "results.db"
-    with ResultsStore(path) as writer:
-        writer.record_start("e1", 1, PARAMS)
-        writer._conn.execute("BEGIN IMMEDIATE")   # a write in progress, as mid-sweep
-        try:
-            began = time.monotonic()
-            with ResultsStore(path, create=False) as reader:
-                assert reader.latest_status("e1") == STARTED
-            assert time.monotonic() - began < 5
-        finally:
-            writer._conn.execute("ROLLBACK")
-
-
-@pytest.mark.parametrize("status", STATUSES)
-def test_schema_accepts_every_status(db: ResultsStore, status: str) -> None:
-    # The schema spells the statuses out; a new status needs a schema migration.
-    db.record_attempt("e1", 1, PARAMS, status)
-    assert db.latest_status("e1") == status
+    items = []
+    for index in range(40):
+        params = dict(PARAMS, **{"exp.model": f"m{index % 4}",
+                                 "exp.replica_batch": 8 << (index % 3),
+                                 "exp.framework": "pytorch", "exp.device_type": "gpu",
+                                 "runtime.run_tag": f"t{index // 20}",
+                                 "note": "x" * (index * 50)})
+        results = {"results.time_data": [10.0 + index % 7, 11.0, 12.5, 9.75],
+                   "results.accuracy": "n/a" if index % 5 == 0 else index / 10,
+                   "results.big": 2**70 + index}
+        items.append(Attempt(f"e{index}", 1 + index // 20, "ok" if index % 9 else "failure",
+                             None if index % 9 else "CUDA out of memory", params, results,
+                             f"e{index}.log", {"gpu_model": "H100", "host": f"h{index % 2}"},
+                             None, f"2026-01-01T10:{index:02d}:00.000+00:00",
+                             f"2026-01-01T10:{index:02d}:30.000+00:00"))
+    sqlite = str(tmp_path / "results.db")
+    with postgres_store_url() as url:
+        texts = []
+        for location in (sqlite, url):
+            with open_store(location) as store:
+                store.record_attempts(items)
+            attempts = load_attempts([location])
+            texts.append([render(build_report(attempts, Options(kind=kind, columns=columns)),
+                                 fmt)
+                          for kind, columns, fmt in (
+                              ("regular", ["time_median", "accuracy", "big"], "json"),
+                              ("weak", None, "csv"), ("regular", None, "text"))])
+            column = attempts.column("results.big")
+            assert sorted(v for v in column.values if v is not None)[0] == 2**70
+    assert texts[0] == texts[1]

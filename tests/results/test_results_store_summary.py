@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from dlbs.results.schema import summary_row
-from dlbs.results.store import SCHEMA_VERSION, Attempt, ResultsStore
+from dlbs.results.store import SCHEMA_VERSION, Attempt, open_store
 from dlbs.results.stored_columns import StorePart
 
 PARAMS = {"exp.model": "resnet50", "exp.replica_batch": 32, "exp.num_gpus": 2,
@@ -122,7 +122,7 @@ def _json(value: object) -> str:
 
 
 def test_record_end_computes_the_summary_columns(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         store.record_start("e1", 1, PARAMS, started_at="2026-01-01T10:00:00+00:00")
         store.record_end("e1", 1, "ok", results={
             "results.time_data": SAMPLES, "results.time": 12.0,
@@ -147,7 +147,7 @@ def test_record_end_computes_the_summary_columns(tmp_path: Path) -> None:
 
 
 def test_a_contradicted_backend_value_is_kept_as_a_warning(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         store.record_start("e1", 1, PARAMS)
         store.record_end("e1", 1, "ok", results={"results.time_data": SAMPLES,
                                                  "results.time_median": 11.0})
@@ -166,7 +166,7 @@ def test_views_come_back_exactly_from_bases_and_differences(tmp_path: Path) -> N
     variants.append({key: value for key, value in PARAMS.items() if key != "exp.docker"})
     variants.append(dict(PARAMS, **{"exp.docker": None}))    # null, not absent
     variants.append({"exp.model": "other", "mxnet.kv_store": "device"})   # far: a new base
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         for index, params in enumerate(variants):
             store.record_start(f"e{index}", 1, params, environment={"host": "h"})
             store.record_end(f"e{index}", 1, "ok", results={
@@ -194,7 +194,7 @@ def test_views_come_back_exactly_from_bases_and_differences(tmp_path: Path) -> N
 
 
 def test_summaries_read_what_reports_need(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         store.record_start("e1", 1, PARAMS, environment={"gpu_model": "H100"})
         store.record_end("e1", 1, "failure", status_msg="boom")
         store.record_start("e1", 2, PARAMS, environment={"gpu_model": "H100"})
@@ -216,7 +216,7 @@ def test_record_attempts_is_one_transaction(tmp_path: Path) -> None:
                         "2026-01-01T10:00:00+00:00", "2026-01-01T10:01:00+00:00")
                 for i in range(3)]
     broken = [*attempts, Attempt("e0", 1, "ok", None, PARAMS)]   # a duplicate: all or nothing
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         with pytest.raises(Exception, match="already has attempt 1"):
             store.record_attempts(broken)
         assert store.latest_statuses() == {}
@@ -273,8 +273,8 @@ def _old_rows() -> list[tuple[object, ...]]:
 
 
 def _check_migrated(path: Path, tmp_path: Path) -> None:
-    with ResultsStore(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+    with open_store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 4
         assert store.integrity_check() == "ok"
         assert store.latest_statuses() == {"e1": "ok", "e2": "started"}
         assert [a.job_id for a in store.pending_jobs()] == ["4242"]
@@ -298,12 +298,12 @@ def _check_migrated(path: Path, tmp_path: Path) -> None:
     assert hosts.has().tolist() == [True, True, False]
     assert part.samples(np.array([1]))[0].tolist() == SAMPLES
     assert part.recency.tolist()[1] > part.recency.tolist()[0]
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         # The migrated database takes new attempts like a new one.
         store.record_end("e2", 1, "ok", results={"results.time_data": SAMPLES})
         store.record_start("e3", 1, PARAMS)
     fresh = tmp_path / "fresh.db"
-    ResultsStore(fresh).close()
+    open_store(fresh).close()
     assert _layout(path) == _layout(fresh)
 
 
@@ -320,7 +320,7 @@ def _layout(path: Path) -> list[tuple[str, list[tuple[str, str]]]]:
 
 def test_summaries_keep_integers_beyond_64_bits_exact(tmp_path: Path) -> None:
     params = dict(PARAMS, big=10**25)
-    with ResultsStore(tmp_path / "results.db") as store:
+    with open_store(tmp_path / "results.db") as store:
         store.record_start("e1", 1, PARAMS)
         store.record_end("e1", 1, "ok", results={"results.count": 2**70 + 1})
         store.record_start("e2", 1, params)          # a difference from e1's base

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dlbs.results.columns import Attempts
 from dlbs.results.sources import load_attempts
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from dlbs.results.stored_columns import StorePart
 from dlbs.util import exact_json
 
@@ -43,7 +43,7 @@ ATTEMPT = st.fixed_dictionaries({
 
 def _store(path: Path, attempts: list[dict[str, Any]]) -> None:
     numbers: dict[str, int] = {}
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         for item in attempts:
             exp_id = item["exp_id"]
             numbers[exp_id] = numbers.get(exp_id, 0) + 1
@@ -70,7 +70,7 @@ def test_columns_are_the_attempts_values(tmp_path_factory: pytest.TempPathFactor
                                          attempts: list[dict[str, Any]]) -> None:
     path = tmp_path_factory.mktemp("columns") / "results.db"
     _store(path, attempts)
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         stored = sorted(store.summaries(with_samples=True), key=lambda item: item.rowid)
     part = StorePart(str(path))
     columns = Attempts([part])
@@ -104,7 +104,7 @@ def test_columns_are_the_attempts_values(tmp_path_factory: pytest.TempPathFactor
         [record] = columns.records([row])
         assert record.experiment == item.experiment and record.environment == item.environment
     # The newest attempt of each experiment, as the database's `experiments` view says.
-    with ResultsStore(path) as store:
+    with open_store(path) as store:
         latest = {(a.exp_id, a.attempt) for a in store.attempts(latest_only=True)}
     rows = part.latest_rows()
     assert {(stored[row].experiment["exp.id"], stored[row].experiment["results.attempt"])
@@ -170,11 +170,11 @@ def test_a_reader_collected_on_another_thread_closes_its_store_quietly(tmp_path)
     import threading
     import warnings
 
-    from dlbs.results.store import ResultsStore
+    from dlbs.results.store import open_store
     from dlbs.results.stored_columns import StorePart
 
     path = tmp_path / "results.db"
-    ResultsStore(str(path)).close()
+    open_store(str(path)).close()
     part = StorePart(str(path))
     holder = [part]
     del part

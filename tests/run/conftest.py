@@ -62,3 +62,12 @@ def open_attempts(db: Path) -> int:
                                 ).fetchone()[0]
     except sqlite3.Error:
         return 0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

@@ -14,9 +14,17 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yam
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_example_validates(dlbs_cli, example):
-    result = dlbs_cli("validate", "--config", str(example))
+    # The plan alone: most examples are for GPU machines, which this one need not be.
+    result = dlbs_cli("validate", "--plan-only", "--config", str(example))
     assert result.returncode == 0, result.stderr
     assert "plan: 0 experiments" not in result.stdout
+
+
+def test_the_quickstart_validates_on_this_host_too(dlbs_cli):
+    example = str(EXAMPLES[[p.stem for p in EXAMPLES].index("quickstart")])
+    result = dlbs_cli("validate", "--config", example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.endswith("ok\n") and "problem:" not in result.stdout
 
 
 @pytest.mark.pytorch

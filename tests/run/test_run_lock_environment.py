@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dlbs.errors import ResultsError
+from dlbs.results.store import open_store
 from dlbs.run.environment import collect_environment
 from dlbs.run.lock import LOCK_FILE_NAME, RunLock
 
@@ -170,14 +171,19 @@ def test_a_fifo_or_a_folder_in_the_locks_place_is_one_clear_error(tmp_path, kind
 # -- the database is locked too (issue 14, defect 3) ---------------------------------------
 
 def test_a_database_lock_refuses_a_second_holder_naming_the_database(tmp_path):
+    # An SQLite store's run lock is a file beside it (ResultsStore.claim).
     database = tmp_path / "shared" / "results.db"
-    with RunLock.of_database(database) as first:
-        assert first.held and first.path == str(tmp_path / "shared" / ".results.db.dlbs-run.lock")
-        with pytest.raises(ResultsError) as error:
-            RunLock.of_database(database).acquire()
-        assert str(error.value) == (f"another dlbs run is using results database {database} "
-                                    f"(pid {os.getpid()})")
-        assert "runtime.results_db" in (error.value.hint or "")
-        # Another database in the same folder is another lock.
-        with RunLock.of_database(tmp_path / "shared" / "other.db") as other:
-            assert other.held
+    with open_store(database) as store, open_store(database) as again:
+        lock = store.lock("here", str(tmp_path))
+        with lock as first:
+            assert first.held and first.path == str(tmp_path / "shared" /
+                                                     ".results.db.dlbs-run.lock")
+            with pytest.raises(ResultsError) as error:
+                again.lock("here", str(tmp_path)).acquire()
+            assert str(error.value) == (f"another dlbs run is using results database "
+                                        f"{database} (pid {os.getpid()})")
+            assert "runtime.results_db" in (error.value.hint or "")
+            # Another database in the same folder is another lock.
+            with open_store(tmp_path / "shared" / "other.db") as other, \
+                    other.lock("here", str(tmp_path)) as held:
+                assert held.held

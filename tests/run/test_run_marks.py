@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
 from dlbs.run import marks
 from tests.run.conftest import attempts
 
@@ -42,7 +42,7 @@ def test_a_new_mark_is_unique_and_names_this_host():
 def test_an_unreadable_mark_closes_its_attempt_without_a_traceback(run_dlbs, tmp_path):
     assert run_dlbs("run", *DUMMY).returncode == 0
     db = tmp_path / "logs" / "results.db"
-    with ResultsStore(db) as store:
+    with open_store(db) as store:
         store.record_start("cut-off", 1, {"exp.id": "cut-off"}, job_id="run:{garbage")
         store.record_start("elsewhere", 1, {"exp.id": "elsewhere"},
                            job_id=marks.encode({**marks.new_mark("local"), "host": "far-away"}))

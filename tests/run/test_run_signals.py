@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.run.conftest import attempts, wait_until
+from tests.run.conftest import pid_alive as _alive
 
 DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.num_warmup_batches=0"]
 #: Long enough never to end by itself within a test.
@@ -63,14 +64,6 @@ def _running_benchmark(tmp_path: Path) -> int:
                "the backend did not print")
     (pid,) = _benchmarks_in(tmp_path)
     return pid
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("number, status", [

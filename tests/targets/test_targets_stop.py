@@ -113,8 +113,7 @@ with open(log_path, "ab") as log:
 def _running(target: Any, mark: dict, engine: str) -> bool:
     """Whether anything of the attempt still runs: its processes, or its container."""
     if target.name == "local":
-        return bool(find_tree(mark.get("pid"), mark.get("start"), marks.TOKEN_VARIABLE,
-                              mark["token"]))
+        return bool(find_tree(marks.TOKEN_VARIABLE, mark["token"]))
     return any(c.status == "running" for c in _labelled(target, mark, engine))
 
 
@@ -124,21 +123,33 @@ def _labelled(target: Any, mark: dict, engine: str) -> list:
         all=True, filters={"label": f"{marks.TOKEN_LABEL}={mark['token']}"})
 
 
+def _runner(target: Any, experiment: dict, log_path: Path) -> subprocess.Popen[str]:
+    """A `dlbs run` stand-in running STUBBORN on the target; it prints the attempt's mark."""
+    return subprocess.Popen(
+        [sys.executable, "-c", RUNNER, target.name, json.dumps(experiment), str(log_path),
+         STUBBORN], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
 def test_what_a_killed_dlbs_left_running_is_found_and_stopped(target_and_experiment, tmp_path):
     target, experiment = target_and_experiment
     target.kill_grace = 1.0
     engine = experiment.get("runtime.podman_socket", "")
     log_path = tmp_path / "exp.log"
-    runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, target.name, json.dumps(experiment), str(log_path),
-         STUBBORN], cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+    runner = _runner(target, experiment, log_path)
     mark: dict[str, Any] = {}
     try:
         assert runner.stdout is not None
         mark = json.loads(runner.stdout.readline())
         _wait_for(lambda: log_path.exists() and b"ready" in log_path.read_bytes(),
                   "the command did not start")
+        if target.name == "local":  # the whole tree carries the token and its owner
+            assert f"\0{marks.OWNER_VARIABLE}={runner.pid}:".encode() in _environ_of(mark["pid"])
+        else:
+            (container,) = _labelled(target, mark, engine)
+            assert container.labels[marks.OWNER_LABEL].split(":")[0] == str(runner.pid)
+        assert target.stop_leftovers(make_invocation(experiment, ["true"]), mark) == []
+        assert _running(target, mark, engine)  # its run lives: never stopped by another
         os.killpg(runner.pid, signal.SIGKILL)  # dlbs dies; its benchmark has its own session
         runner.wait(timeout=60)
         assert _running(target, mark, engine)  # left running
@@ -157,24 +168,31 @@ def test_what_a_killed_dlbs_left_running_is_found_and_stopped(target_and_experim
             target.stop_leftovers(make_invocation(experiment, ["true"]), mark)
 
 
-# -- the local target's finding, by group and start time, and by the mark -----------------------
+def _environ_of(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as stream:
+        return stream.read()
+
+
+# -- the local target's finding: by the token alone, never by what a database says ---------------
 
 def _sleeper(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "600"], start_new_session=True,
                             env={**os.environ, **(env or {})})
 
 
-def test_a_reused_pid_is_never_taken_for_the_recorded_process():
+def test_a_process_named_by_pid_and_start_time_alone_is_never_stopped():
+    """Issue 24, item 3: a recorded pid and start time (a crafted row) name no process."""
     unrelated = _sleeper()
     try:
         start = start_ticks(unrelated.pid)
         assert start is not None
-        # The recorded process started at another time: this pid is someone else's now.
-        assert find_tree(unrelated.pid, start - 1, marks.TOKEN_VARIABLE, "no-such-token") == {}
-        assert stop_tree(unrelated.pid, start + 1, marks.TOKEN_VARIABLE, "", 1.0) == []
+        assert find_tree(marks.TOKEN_VARIABLE, "") == {}
+        assert find_tree(marks.TOKEN_VARIABLE, "no-such-token") == {}
+        assert stop_tree(marks.TOKEN_VARIABLE, "", 1.0) == []
+        target = get_target("local")
+        crafted = {**marks.new_mark("local"), "pid": unrelated.pid, "start": start}
+        assert target.stop_leftovers(make_invocation({"exp.id": "x"}, ["true"]), crafted) == []
         assert unrelated.poll() is None
-        found = find_tree(unrelated.pid, start, marks.TOKEN_VARIABLE, "")
-        assert list(found) == [unrelated.pid] and found[unrelated.pid].name == "sleep"
     finally:
         unrelated.kill()
         unrelated.wait()
@@ -185,7 +203,7 @@ def test_processes_are_found_by_their_mark_alone():
     marked = _sleeper({marks.TOKEN_VARIABLE: token})
     other = _sleeper({marks.TOKEN_VARIABLE: "e" * 32})
     try:
-        stopped = stop_tree(None, None, marks.TOKEN_VARIABLE, token, 5.0)
+        stopped = stop_tree(marks.TOKEN_VARIABLE, token, 5.0)
         assert [process.pid for process in stopped] == [marked.pid]
         assert marked.wait(timeout=30) == -signal.SIGTERM
         assert other.poll() is None

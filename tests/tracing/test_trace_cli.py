@@ -7,12 +7,17 @@ import gzip
 import io
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from dlbs.cli.main import main
-from dlbs.results.store import ResultsStore
+from dlbs.results.store import open_store
+from dlbs.traces.reader import TraceFile
 from tests.tracing.conftest import span, write_trace
+from tests.tracing.trace_checks import check_operators, load
 
 DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.num_batches=3", "-P", "dummy.sleep=0.002",
          "-P", "exp.num_warmup_batches=0"]
@@ -45,7 +50,7 @@ def test_a_run_writes_its_trace_beside_the_log_and_into_the_store(runs):
     folder, logs = runs
     traces = {str(folder / log.name.replace(".log", ".trace.json.gz")) for log in logs}
     assert all(os.path.isfile(trace) for trace in traces)
-    with ResultsStore(folder / "results.db", create=False) as store:
+    with open_store(folder / "results.db", create=False) as store:
         attempts = store.attempts()
     assert {a.results["results.trace_file"] for a in attempts} == traces
     assert {a.status for a in attempts} == {"ok"}
@@ -137,7 +142,7 @@ def test_a_cut_gzip_trace_is_one_error_line(tmp_path, dlbs_cli):
 
 @pytest.mark.parametrize("arguments, message", [
     (["{missing}"], "no such file"),
-    (["{folder}"], "is a folder"),
+    (["{folder}"], "holds 0 traces"),
     (["{trace}", "--id", "abc"], "is not a results database"),
     (["{trace}", "{trace}", "{trace}"], "reads one trace, or two to compare"),
     (["{trace}", "--top", "-1"], "expected a count"),
@@ -183,3 +188,91 @@ def test_long_kernel_names_are_cut_in_tables_only(tmp_path, dlbs_cli):
     assert name not in table.stdout and name[:60] in table.stdout and "..." in table.stdout
     whole = dlbs_cli("trace", str(trace), "--view", "kernels", "--format", "json")
     assert json.loads(whole.stdout)["rows"][0]["kernel"] == name
+
+
+# -- folders (issue 23) ------------------------------------------------------------------------
+
+def test_a_folder_of_several_traces_is_listed(runs, dlbs_cli):
+    folder, logs = runs
+    done = dlbs_cli("trace", str(folder))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"traces of {folder}"
+    assert lines[1].split() == ["trace", "framework", "model", "phase", "device", "dtype",
+                                "batch_size", "trace_level", "trace_batches"]
+    listed = [line.split()[0] for line in lines[3:5]]
+    assert listed == sorted(str(log).replace(".log", ".trace.json.gz") for log in logs)
+    assert {tuple(line.split()[1:]) for line in lines[3:5]} == {
+        ("dummy", "resnet50", "training", "cpu", "float32", batch, "operator", "2")
+        for batch in ("8", "16")}
+    assert "note: 2 traces: name one" in lines[5]
+    as_json = json.loads(dlbs_cli("trace", str(folder), "--format", "json").stdout)
+    assert as_json["view"] == "traces" and len(as_json["rows"]) == 2
+    # --id picks an experiment of the folder's results database.
+    exp_id = logs[0].stem.rsplit("_", 1)[1]
+    by_id = dlbs_cli("trace", str(folder), "--id", exp_id, "--view", "layers", "--format",
+                     "json")
+    assert by_id.returncode == 0, by_id.stderr
+    from_log = dlbs_cli("trace", str(logs[0]), "--view", "layers", "--format", "json")
+    assert json.loads(by_id.stdout)["rows"] == json.loads(from_log.stdout)["rows"]
+
+
+def test_a_folder_of_one_trace_shows_it(runs, dlbs_cli, tmp_path):
+    _, logs = runs
+    trace = str(logs[0]).replace(".log", ".trace.json.gz")
+    nested = tmp_path / "one" / "deeper"
+    nested.mkdir(parents=True)
+    (nested / "only.trace.json.gz").write_bytes(Path(trace).read_bytes())
+    (tmp_path / "one" / "notes.json").write_text("{}")  # not a trace by its name
+    shown = dlbs_cli("trace", str(tmp_path / "one"), "--view", "operators")
+    direct = dlbs_cli("trace", trace, "--view", "operators")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == (f"operators of {tmp_path / 'one'}: "
+                                            f"{nested / 'only.trace.json.gz'} (2 traced steps)")
+    assert shown.stdout.splitlines()[1:] == direct.stdout.splitlines()[1:]
+    # Two sources compare; a folder of several traces cannot be one of them.
+    lines = error_lines(dlbs_cli("trace", str(runs[0]), trace))
+    assert "holds 2 traces" in lines[0]
+
+
+def test_a_traced_rerun_of_a_recorded_experiment_is_one_flag_and_said(tmp_path):
+    folder = tmp_path / "logs"
+    common = [*DUMMY, "-P", f"exp.log_dir={folder}"]
+    assert main(["run", *common]) == 0
+    traced = [*common, "-P", "exp.trace_level=operator"]
+    said = subprocess.run([sys.executable, "-m", "dlbs.cli.main", "run", *traced],
+                          capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    assert "unchanged" in said.stderr
+    assert ("dlbs: warning: 1 experiment with exp.trace_level operator is already recorded "
+            "and not run again (exp.rerun is never), so not traced: a trace is taken by a run; "
+            "add -P exp.rerun=always to run it again with the trace (the id stays the same)"
+            ) in said.stderr
+    assert not list(folder.glob("*.trace.json.gz"))
+    dry = subprocess.run([sys.executable, "-m", "dlbs.cli.main", "run", *traced, "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert "so not traced" in dry.stderr
+    assert main(["run", *traced, "-P", "exp.rerun=always"]) == 0
+    assert len(list(folder.glob("*.trace.json.gz"))) == 1
+    again = subprocess.run([sys.executable, "-m", "dlbs.cli.main", "run", *traced],
+                           capture_output=True, text=True, timeout=120)
+    assert "unchanged" in again.stderr and "not traced" not in again.stderr  # it has its trace
+
+
+@pytest.mark.pytorch
+@pytest.mark.slow
+def test_operators_of_a_real_pytorch_trace(tmp_path, dlbs_cli):
+    folder = tmp_path / "logs"
+    assert main(["run", "-P", "exp.model=deep_mnist", "-P", "exp.replica_batch=4",
+                 "-P", "exp.num_batches=1", "-P", "exp.num_warmup_batches=0",
+                 "-P", "pytorch.num_threads=1", "-P", f"exp.log_dir={folder}",
+                 "-P", "exp.trace_level=full", "-P", "exp.trace_batches=2"]) == 0
+    (trace,) = folder.glob("*.trace.json.gz")
+    check_operators(TraceFile(trace), load(trace))
+    done = dlbs_cli("trace", str(folder), "--view", "operators", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {row["operator"]: row for row in json.loads(done.stdout)["rows"]}
+    assert {"aten::linear", "aten::addmm"} <= set(rows)
+    assert rows["aten::linear"]["self_ms"] < rows["aten::linear"]["total_ms"]  # calls addmm
+    assert any(shape.startswith("4x") for shape in rows["aten::linear"]["shapes"].split("; "))
+    assert rows["aten::linear"]["calls"] % 2 == 0  # the same layers in each traced step

@@ -98,3 +98,13 @@ def test_eventflow_keeps_only_the_events_it_lists(traces):
     baseline = peak_mib(str(small), "--view", "eventflow", "--top", "100")
     streamed = peak_mib(str(big), "--view", "eventflow", "--top", "100")
     assert streamed - baseline < 40, (baseline, streamed)
+
+
+def test_operators_keep_a_few_dozen_bytes_per_call(traces):
+    # The operators view keeps each call's start, length and name until the file is read
+    # (docs/tracing.md, "Big traces"): 880,000 calls here.
+    small, big, _ = traces
+    calls = 1100 * LAYERS * OPERATORS_PER_LAYER
+    baseline = peak_mib(str(small), "--view", "operators")
+    streamed = peak_mib(str(big), "--view", "operators")
+    assert streamed - baseline < calls * 64 / 2**20, (baseline, streamed)

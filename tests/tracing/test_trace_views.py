@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dlbs.traces.compare import compare
 from dlbs.traces.reader import TraceFile
-from dlbs.traces.views import ViewError, view
+from dlbs.traces.views import OUTSIDE_LAYERS, ViewError, view
 from tests.tracing.conftest import span, write_trace
 
 STEP, PHASE, LAYER = "dlbs.step", "dlbs.phase", "dlbs.layer"
@@ -62,14 +62,35 @@ def test_summary_splits_the_steps(trace):
 
 def test_layers_per_call_statistics(trace):
     rows = rows_by(view("layers", trace), "layer")
-    assert list(rows) == ["net", "b", "a", "b.x"]  # by total time
+    assert list(rows) == ["net", "b", "a", "b.x", OUTSIDE_LAYERS]  # by total time; the rest
     assert rows["b"]["calls"] == 2
     assert rows["b"]["mean_ms"] == pytest.approx(0.022)
     assert rows["b"]["p50_ms"] == pytest.approx(0.022)
     assert rows["b"]["p99_ms"] == pytest.approx(0.02396)
     assert rows["net"]["share"] == pytest.approx(80 / 200)
     assert rows["a"]["type"] == "Conv" and rows["b.x"]["depth"] == 2
-    assert [row["layer"] for row in view("layers", trace, sort="count", top=1).rows] == ["a"]
+    assert [row["layer"] for row in view("layers", trace, sort="count", top=1).rows] == [
+        "a", OUTSIDE_LAYERS]
+
+
+def test_layers_self_time_and_shares_that_add_to_all_of_the_steps(trace):
+    table = view("layers", trace)
+    rows = rows_by(table, "layer")
+    # net (40 us a step) holds a (15) and b (20, 24), b holds b.x (8).
+    assert rows["net"]["self_ms"] == pytest.approx((80 - 30 - 44) / 1000)
+    assert rows["b"]["self_ms"] == pytest.approx((44 - 16) / 1000)
+    assert rows["b.x"]["self_ms"] == rows["b.x"]["total_ms"]
+    # Inclusive shares count a nested layer in each enclosing one.
+    assert sum(row["share"] for row in table.rows if row["layer"] != OUTSIDE_LAYERS) \
+        == pytest.approx((80 + 30 + 44 + 16) / 200)
+    assert sum(row["self_share"] for row in table.rows) == pytest.approx(1.0)
+    outside = rows[OUTSIDE_LAYERS]
+    assert outside["self_ms"] == pytest.approx((200 - 80) / 1000) and outside["calls"] is None
+    assert "adds to 100%" in table.notes[0]
+    by_self = [row["layer"] for row in view("layers", trace, sort="self").rows]
+    assert by_self == ["a", "b", "b.x", "net", OUTSIDE_LAYERS]
+    tree = [row["layer"] for row in view("layer_tree", trace, sort="self").rows]
+    assert tree == ["net", "a", "b", "b.x"]  # the hierarchy, each level by self time
 
 
 def test_layer_tree_inclusive_and_exclusive(trace):
@@ -165,6 +186,7 @@ def test_a_foreign_trace_gets_notes_not_errors(trace_of):
     assert trace.metadata() == {}
     assert "no step spans" in view("summary", trace).notes[0]
     assert view("layers", trace).notes == ["no layer spans in this trace"]
+    assert view("operators", trace).rows[0]["operator"] == "aten::mm"
 
 
 def test_metadata_is_read_without_the_events(trace_of):
@@ -251,7 +273,8 @@ def test_tree_totals_are_the_spans_and_children_never_exceed_parents(tmp_path_fa
     for event in events:
         if event["cat"] == LAYER:
             totals[event["name"]] = totals.get(event["name"], 0.0) + event["dur"] / 1000
-    assert set(tree) == set(layers) == set(totals)
+    assert set(tree) == set(layers) - {OUTSIDE_LAYERS} == set(totals)
+    assert math.isclose(sum(row["self_share"] for row in layers.values()), 1.0, abs_tol=1e-9)
     for name, total in totals.items():
         assert math.isclose(layers[name]["total_ms"], total, abs_tol=1e-9)
         children = [child for child in totals if child.rpartition(".")[0] == name]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.traces.reader import TraceFile
-from dlbs.traces.views import view
+from dlbs.traces.views import OUTSIDE_LAYERS, view
 
 INT64 = 2**63 - 1
 #: Timestamps in the file have three decimals of a microsecond.
@@ -106,17 +106,56 @@ def check_views_agree(path: str | Path, document: dict[str, Any]) -> None:
         layer_totals[span["name"]] += span["dur"] / 1000.0
         calls[span["name"]] += 1
     layers = {row["layer"]: row for row in view("layers", trace).rows}
+    if layer_totals:  # self shares, with the step time outside layers, are the whole steps
+        assert math.isclose(sum(row["self_share"] for row in layers.values()), 1.0,
+                            abs_tol=1e-6)
+        assert -1e-6 <= layers.pop(OUTSIDE_LAYERS)["self_ms"] <= step_total_ms + 1e-6
     assert set(layers) == set(layer_totals)
     for name, total in layer_totals.items():
         assert math.isclose(layers[name]["total_ms"], total, rel_tol=1e-9, abs_tol=1e-6)
         assert layers[name]["calls"] == calls[name]
         assert layers[name]["p50_ms"] <= layers[name]["p99_ms"] + 1e-9
+        assert -1e-6 <= layers[name]["self_ms"] <= layers[name]["total_ms"] + 1e-6
     tree = view("layer_tree", trace)
     assert {row["layer"] for row in tree.rows} == set(layer_totals)
     for row in tree.rows:
         assert math.isclose(row["inclusive_ms"], layer_totals[row["layer"]], abs_tol=1e-6)
         assert -1e-6 <= row["exclusive_ms"] <= row["inclusive_ms"] + 1e-6
+    check_operators(trace, document)
     events = view("eventflow", trace, top=0)
     starts = [row["start_ms"] for row in events.rows]
     assert starts == sorted(starts) and len(events.rows) == sum(
         1 for e in document["traceEvents"] if e.get("ph") == "X")
+
+
+def check_operators(trace: TraceFile, document: dict[str, Any]) -> None:
+    """The operators view: calls and totals are the spans', self times add to the outermost.
+
+    Per thread, the self times of all calls add up to the time of the calls that no other
+    call encloses.
+    """
+    calls = [e for e in document["traceEvents"] if e.get("ph") == "X"
+             and e.get("cat") in ("cpu_op", "operator")]
+    rows = {row["operator"]: row for row in view("operators", trace, top=0).rows}
+    totals: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for call in calls:
+        totals[call["name"]] += call["dur"] / 1000.0
+        counts[call["name"]] += 1
+    assert set(rows) == set(totals)
+    for name, total in totals.items():
+        assert rows[name]["calls"] == counts[name]
+        assert math.isclose(rows[name]["total_ms"], total, rel_tol=1e-9, abs_tol=1e-6)
+        assert -1e-6 <= rows[name]["self_ms"] <= total + 1e-6
+    outermost = 0.0
+    by_thread: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for call in calls:
+        by_thread[(call.get("pid"), call.get("tid"))].append(call)
+    for thread_calls in by_thread.values():
+        reach = -math.inf
+        for call in sorted(thread_calls, key=lambda c: (c["ts"], -c["dur"])):
+            if call["ts"] >= reach:
+                outermost += call["dur"]
+                reach = call["ts"] + call["dur"]
+    assert math.isclose(sum(row["self_ms"] for row in rows.values()), outermost / 1000.0,
+                        rel_tol=1e-6, abs_tol=1e-6)

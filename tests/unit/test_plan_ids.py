@@ -2,8 +2,8 @@
 
 An id is the hash of an experiment's identifying values: results are stored, compared and
 resumed by it, so a change to the planner, or to an identifying default, must not move it.
-These ids were made by the planner before its speed-ups (issue 22); if one changes on
-purpose, the change is one users see.
+These ids were made by the planner without its speed-ups of issue 22 (main as merged
+with them); if one changes on purpose, the change is one users see.
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from dlbs.plan.builder import Planner
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SWEEPS = {
     "quickstart": ({"config": EXAMPLES / "quickstart.yaml"},
-                   ["1c5c7f214a9e", "6754878dbec1", "281cdaba1db2", "7e9b2f6252fe"]),
+                   ["d10675a05903", "2c6e9591351d", "4bd6cfa1b27c", "a9f3d7df89a2"]),
     "docker": ({"params": ["exp.docker=true"],
                 "variables": ['exp.model=["resnet50", "vgg16"]', 'exp.gpus=["", "0,1"]',
                               'exp.dtype=["float32", "float16"]']},
-               ["f8327fa18f5c", "e6c6e7f7713d", "674ca4658e60", "a5541e68d6ac",
-                "4670fddd1a2a", "310a327f3a55", "b3854c4d02fd", "25a42f916036"]),
+               ["d2dfb2a67f70", "6c8508df0d3e", "abbe866486f5", "26770cdacfba",
+                "16ad479846d1", "87f82b208c9e", "b23782e4db96", "2597eb8c3ca0"]),
     "mxnet": ({"params": ["exp.framework=mxnet"],
                "variables": ['exp.model=["resnet50"]', 'exp.gpus=["", "0"]',
                              'mxnet.kv_store=["device", "dist_sync"]']},
-              ["bafdbbc8d784", "0ca542a37c78", "26dcf790b3cb", "9f811b32daad"]),
+              ["7b4ef3518ef3", "9382c57679ef", "005f5328f21c", "7fb5d9af7f31"]),
     "traced": ({"params": ["exp.trace_level=step"],
                 "variables": ['exp.model=["resnet18"]', "exp.num_batches=[5, 9]"]},
-               ["c40b86b150d9", "a175def04113"]),
+               ["090e38a1b85a", "67488211758d"]),
 }
 
 

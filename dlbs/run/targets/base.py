@@ -5,9 +5,11 @@ raw parameters. Two kinds of target share `preflight` and `describe`:
 - a `ProcessTarget` (local, docker) runs an invocation to the end in `run`, streaming its
   output into the experiment's log, and tags what it starts with the attempt's token, so
   that after a `kill -9` of dlbs the next run finds and stops it (`stop_leftovers`);
-- a `SchedulerTarget` (slurm) splits that into `submit`, which returns a job id at once, and
-  `wait`, so that a run loop that crashed can re-attach to a queued or running job by its id
-  instead of submitting it twice.
+- a `SchedulerTarget` (slurm; `dlbs.run.targets.scheduler`) submits invocations and returns
+  job ids at once, then polls them, so that a run loop that crashed can re-attach to a queued
+  or running job by its id instead of submitting it twice.
+The run loop finds a target by the name its invocation gives (`get_target`), and opens one
+instance of each per sweep (`OpenTargets`).
 """
 
 from __future__ import annotations
@@ -88,30 +90,6 @@ class ProcessTarget(Target):
         """
 
 
-class SchedulerTarget(Target):
-    """A target that hands invocations to a batch scheduler and tracks them by job id."""
-
-    @abc.abstractmethod
-    def submit(self, invocation: Invocation, log_path: str, name: str | None = None) -> str:
-        """Submit the invocation as a job whose output is appended to `log_path`; its id.
-
-        `name`, when given, is the job's name: unique, so that the job can be found by it.
-        """
-
-    @abc.abstractmethod
-    def wait(self, job_id: str, timeout: float | None) -> Outcome:
-        """Wait until the job ends (or `timeout` seconds of its run time pass: cancel it).
-
-        Works for any job id this target submitted, also from another process: this is how a
-        restarted run loop re-attaches. A KeyboardInterrupt cancels the job and returns
-        status interrupted.
-        """
-
-    @abc.abstractmethod
-    def cancel(self, job_id: str) -> None:
-        """Ask the scheduler to cancel the job (queued or running); no error if it ended."""
-
-
 _REGISTRY: dict[str, type[Target]] = {}
 _builtins_loaded = False
 T = TypeVar("T", bound=type[Target])
@@ -160,3 +138,21 @@ def get_target(name: str) -> Target:
     if cls.unavailable:
         raise LaunchError(f"execution target {name!r} cannot be used here: {cls.unavailable}")
     return cls()
+
+
+class OpenTargets:
+    """The targets a sweep uses: one instance each, opened when first asked for, closed last."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, Target] = {}
+
+    def get(self, name: str) -> Target:
+        """The sweep's instance of target `name`; `LaunchError` as `get_target` raises it."""
+        if name not in self._open:
+            self._open[name] = get_target(name)
+        return self._open[name]
+
+    def close(self) -> None:
+        """Release what every opened target holds."""
+        for target in self._open.values():
+            target.close()

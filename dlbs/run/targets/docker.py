@@ -5,9 +5,10 @@ Through the Docker SDK for Python (`docker==7.2.0`), or, when the container's la
 request (image, the user's flags translated once, dlbs's environment, mounts and GPUs) comes
 whole from the invocation's `ContainerSpec`, rendered by `dlbs.recipes.container`. The
 container is removed afterwards, whatever happened; its output is streamed into the
-experiment's log as it comes. It carries the attempt's token as the label `dlbs.attempt`:
-after a `kill -9` of dlbs, the next run finds it by that label (whatever `--name` the user
-gave it) and removes it (`stop_leftovers`).
+experiment's log as it comes. It carries the attempt's token as the label `dlbs.attempt`
+and the run that started it as `dlbs.run`: after a `kill -9` of dlbs, the next run finds it
+by that label (whatever `--name` the user gave it) and removes it (`stop_leftovers`), unless
+the run that started it still runs.
 
 Podman (`ContainerSpec.engine`) is driven through the same SDK and the same request, at its
 Docker-compatible API socket (`ContainerSpec.engine_url`, which `podman system service`
@@ -31,9 +32,10 @@ from dlbs.errors import LaunchError
 from dlbs.recipes.container import cli_argv, container_of, sdk_request
 from dlbs.recipes.invocation import PODMAN_ENGINE, Invocation
 from dlbs.run.interrupts import forced_event
-from dlbs.run.marks import TOKEN_LABEL
+from dlbs.run.marks import OWNER_LABEL, TOKEN_LABEL
 from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
+from dlbs.run.targets.orphans import owner_identity, owner_lives
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
 
 try:
@@ -253,12 +255,13 @@ class DockerTarget(ProcessTarget):
         """Run the container to its end; see `ProcessTarget.run` and the module doc.
 
         `on_start` gets the host PID of the container's first process; `token` becomes the
-        container's label `dlbs.attempt`.
+        container's label `dlbs.attempt`, beside its owner's `dlbs.run` (this dlbs run).
         """
         if token:
             spec = container_of(invocation)
             invocation = dataclasses.replace(invocation, container=dataclasses.replace(
-                spec, labels={**spec.labels, TOKEN_LABEL: token}))
+                spec, labels={**spec.labels, TOKEN_LABEL: token,
+                              OWNER_LABEL: owner_identity()}))
         request = sdk_request(invocation)
         if container_of(invocation).launcher == "nvidia-docker":
             return self._run_nvidia_docker(invocation, request, log, timeout, on_start, stop)
@@ -333,7 +336,11 @@ class DockerTarget(ProcessTarget):
                 return
 
     def stop_leftovers(self, invocation: Invocation, mark: Mapping[str, Any]) -> list[str]:
-        """Remove the containers labelled with the attempt's token, on its engine."""
+        """Remove the containers labelled with the attempt's token, on its engine.
+
+        A container whose `dlbs.run` label names a run that still runs (or one of another
+        host, which cannot be looked at from here) belongs to that run: it is left alone.
+        """
         token = str(mark.get("token") or "")
         if not token:
             return []
@@ -347,6 +354,9 @@ class DockerTarget(ProcessTarget):
                               f"{error.explanation or error}") from error
         stopped = []
         for container in found:
+            owner = (container.labels or {}).get(OWNER_LABEL)
+            if owner and owner_lives(owner):
+                continue
             try:
                 container.stop(timeout=int(self.kill_grace))
             except docker.errors.APIError:

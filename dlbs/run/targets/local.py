@@ -11,10 +11,11 @@ from typing import Any, BinaryIO
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.invocation import Invocation
-from dlbs.run.marks import TOKEN_VARIABLE
+from dlbs.run.interrupts import forced_event
+from dlbs.run.marks import OWNER_VARIABLE, TOKEN_VARIABLE
 from dlbs.run.outcome import Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
-from dlbs.run.targets.orphans import boot_id, stop_tree
+from dlbs.run.targets.orphans import boot_id, owner_identity, stop_tree
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process
 
 
@@ -24,9 +25,11 @@ class LocalTarget(ProcessTarget):
 
     Environment: this process's, then the invocation's, then `CUDA_VISIBLE_DEVICES` = the
     invocation's GPU ids (empty for a CPU experiment, so that a CPU benchmark never touches a
-    GPU), and the attempt's token as `DLBS_ATTEMPT` (inherited by the whole process tree, so
-    that the next run finds it if dlbs dies). Mounts are ignored: host paths are used as
-    they are.
+    GPU), and the attempt's token as `DLBS_ATTEMPT` with its owner as `DLBS_RUN` (inherited
+    by the whole process tree). When the attempt ends (normally, by its timeout or by a stop
+    request), every process still carrying its token is stopped too: those that left the
+    process group (`setsid`, daemonized workers). If dlbs dies first, the next run finds them
+    by the token (`stop_leftovers`). Mounts are ignored: host paths are used as they are.
     """
 
     summary = "a child process on this machine (bare metal)"
@@ -66,12 +69,20 @@ class LocalTarget(ProcessTarget):
         env.update(self.extra_env(invocation))
         if token:
             env[TOKEN_VARIABLE] = token
-        return run_process(invocation.argv, env=env, cwd=invocation.workdir, log=log,
-                           timeout=timeout, grace=self.kill_grace, on_start=on_start,
-                           stop=stop)
+            env[OWNER_VARIABLE] = owner_identity()
+        try:
+            return run_process(invocation.argv, env=env, cwd=invocation.workdir, log=log,
+                               timeout=timeout, grace=self.kill_grace, on_start=on_start,
+                               stop=stop)
+        finally:
+            if token:  # what left the process group, and would outlive the attempt
+                forced = forced_event(stop)
+                stop_tree(TOKEN_VARIABLE, token,
+                          0.0 if forced is not None and forced.is_set() else self.kill_grace,
+                          OWNER_VARIABLE)
 
     def stop_leftovers(self, invocation: Invocation, mark: Mapping[str, Any]) -> list[str]:
-        """The recorded process group (pid and start time) and every process of the token."""
+        """Every process that carries the attempt's token and no live run's (`orphans`)."""
         host = mark.get("host")
         if host != socket.gethostname():
             raise LaunchError(f"experiment {invocation.label} ran on host {host}, not here: "
@@ -79,10 +90,8 @@ class LocalTarget(ProcessTarget):
                               f"{mark.get('token')} in their environment")
         if mark.get("boot") != boot_id():
             return []  # this host rebooted since: nothing of that run is left
-        pid, start = mark.get("pid"), mark.get("start")
-        stopped = stop_tree(pid if isinstance(pid, int) else None,
-                            start if isinstance(start, int) else None,
-                            TOKEN_VARIABLE, str(mark.get("token") or ""), self.kill_grace)
+        stopped = stop_tree(TOKEN_VARIABLE, str(mark.get("token") or ""), self.kill_grace,
+                            OWNER_VARIABLE)
         if not stopped:
             return []
         names = ", ".join(sorted({process.name for process in stopped}))

@@ -1,21 +1,25 @@
-"""What a dead `dlbs run` left running on this host: found by what was recorded, and stopped.
+"""An attempt's processes on this host: found by the token they carry, and stopped.
 
-A local attempt's process tree is found two ways (docs/running.md, "After kill -9 of dlbs"):
-- its process group: the group whose leader still runs with the recorded pid AND the
-  recorded start time (clock ticks since boot, `/proc/<pid>/stat`) on the same boot
-  (`/proc/sys/kernel/random/boot_id`), so that a pid the kernel gave to another process
-  since is never taken for it;
-- its mark: every process whose environment holds `<variable>=<token>`, which all it
-  started inherit: processes that left the group (daemonized workers), and a benchmark that
-  dlbs started but died before recording its pid.
-What is found is stopped as a timeout stops a benchmark: SIGTERM, SIGKILL after a grace
-period. This process and its own group are never touched.
+A local attempt's whole process tree carries the attempt's token in its environment
+(`<variable>=<token>`, inherited by everything it starts: processes that left its group or
+its session, daemonized workers, `setsid` children). Only a process that carries the token
+is ever stopped (docs/running.md, "After kill -9 of dlbs"; docs/security.md): a pid, a
+process group or a start time read from a results database names no process by itself, so
+an attempt row crafted with another process's pid stops nothing. The tree also carries its
+owner, the dlbs run that started it (`<owner variable>=` `owner_identity()`): a process whose
+owner still runs, and is not this process, belongs to a live run and is never stopped, even
+when another run holds its token. What is found is stopped as a timeout stops a benchmark:
+SIGTERM, SIGKILL after a grace period; the run that started it does so when the attempt ends
+(`dlbs.run.targets.local`), a later run after a `kill -9` of dlbs. This process and its own
+group are never touched.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 
@@ -77,33 +81,43 @@ def _all_pids() -> list[int]:
         return []
 
 
-def _has_variable(pid: int, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as stream:
-            return needle in b"\0" + stream.read()
-    except OSError:  # gone, or another user's: not ours to stop
-        return False
+@functools.cache
+def owner_identity() -> str:
+    """The identity of the running dlbs, which what it starts carries: pid, start, boot, host."""
+    return f"{os.getpid()}:{start_ticks(os.getpid())}:{boot_id()}:{socket.gethostname()}"
 
 
-def find_tree(pid: int | None, start: int | None, variable: str, token: str
-              ) -> dict[int, ProcessFacts]:
-    """The processes of a recorded tree that still run: its group, and those with its mark."""
-    return _find(_confirmed_group(pid, start), variable, token)
+def owner_lives(identity: str, elsewhere: bool = True) -> bool:
+    """Whether `identity` (`owner_identity()`) names a dlbs run, other than this one, that runs.
 
-
-def _confirmed_group(pid: int | None, start: int | None) -> int | None:
-    """The recorded process group, when its leader still runs with the recorded start time.
-
-    Once confirmed, the number stays the group's while any member lives: the kernel never
-    gives a pid that is a live group's id to another process.
+    A run of another host or another boot cannot be looked at from here: `elsewhere` says
+    what to take it for. Text that names no run (an older dlbs set none) names none that runs.
     """
-    leader = _running(pid) if pid else None
-    return pid if leader is not None and leader.start == start else None
+    pid_text, _, rest = identity.partition(":")
+    start_text, _, rest = rest.partition(":")
+    boot, _, host = rest.partition(":")
+    if not (pid_text.isdigit() and start_text.isdigit() and boot and host):
+        return False
+    if host != socket.gethostname() or boot != boot_id():
+        return elsewhere
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    running = _running(pid)
+    return running is not None and running.start == int(start_text)
 
 
-def _find(group: int | None, variable: str, token: str) -> dict[int, ProcessFacts]:
+def find_tree(variable: str, token: str, owner_variable: str | None = None
+              ) -> dict[int, ProcessFacts]:
+    """The running processes that carry `<variable>=<token>`; see the module doc.
+
+    With `owner_variable`, a process whose owner (`owner_lives`) still runs is left out.
+    """
+    if not token:
+        return {}
+    needle = f"{variable}={token}".encode()
+    owner = owner_variable.encode() + b"=" if owner_variable else None
     mine = {os.getpid(), os.getpgrp()}
-    needle = b"\0" + f"{variable}={token}".encode() + b"\0" if token else b""
     found: dict[int, ProcessFacts] = {}
     for candidate in _all_pids():
         if candidate in mine:
@@ -111,23 +125,35 @@ def _find(group: int | None, variable: str, token: str) -> dict[int, ProcessFact
         process = _running(candidate)
         if process is None or process.group in mine:
             continue
-        if (group is not None and process.group == group) or \
-                (needle and _has_variable(candidate, needle)):
-            found[candidate] = process
+        environment = _environment(candidate)
+        if needle not in environment:
+            continue
+        if owner is not None and any(owner_lives(entry[len(owner):].decode("utf-8", "replace"))
+                                     for entry in environment if entry.startswith(owner)):
+            continue
+        found[candidate] = process
     return found
 
 
-def stop_tree(pid: int | None, start: int | None, variable: str, token: str,
-              grace: float, rounds: int = 5) -> list[ProcessFacts]:
+def _environment(pid: int) -> list[bytes]:
+    """The `NAME=value` entries of a process's environment; [] when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as stream:
+            return stream.read().split(b"\0")
+    except OSError:  # gone, or another user's: not ours to stop
+        return []
+
+
+def stop_tree(variable: str, token: str, grace: float, owner_variable: str | None = None,
+              rounds: int = 5) -> list[ProcessFacts]:
     """Stop what `find_tree` finds (SIGTERM, then SIGKILL after `grace` s); what it found.
 
     Looked for again after each round, up to `rounds` times: a shell loop or a launcher may
     start new processes while the others are being stopped.
     """
-    group = _confirmed_group(pid, start)
     stopped: dict[int, ProcessFacts] = {}
     for number in range(rounds):
-        found = _find(group, variable, token)
+        found = find_tree(variable, token, owner_variable)
         if not found:
             break
         stopped.update(found)

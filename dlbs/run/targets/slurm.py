@@ -11,12 +11,14 @@ the benchmark, the first task of every node starts the node monitor
 (`dlbs.monitor.node`, written beside the script as a zipapp that needs no dlbs on the node),
 which writes the node's environment and resource series for the run loop.
 
-Many jobs are tracked at once with one `squeue` per look (`states`); a job's final record
-comes from `scontrol show job` (sacct only as a fallback: it needs accounting storage, which
-many small clusters and the test cluster lack; the controller keeps finished jobs for
-MinJobAge seconds). Failed, cancelled and timed-out jobs are reported with SLURM's state,
-reason and exit code. Every submission carries a job name unique to it, so that a run loop
-killed between sbatch's answer and its own bookkeeping can still find the job.
+It implements the scheduler interface (`dlbs.run.targets.scheduler`): experiments with equal
+requests go as one job array (`groups`, `submit_many`); many jobs are looked at with one
+`squeue` (`poll`); a job's final record comes from `scontrol show job` (sacct only as a
+fallback: it needs accounting storage, which many small clusters and the test cluster lack;
+the controller keeps finished jobs for MinJobAge seconds). Failed, cancelled and timed-out
+jobs are reported with SLURM's state, reason and exit code. Every submission carries a job
+name unique to it, so that a run loop killed between sbatch's answer and its own
+bookkeeping can still find the job (`find_submitted`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,11 @@ from dlbs.monitor.node import NODE_FILE_SUFFIX
 from dlbs.monitor.sampling import TAG_VARIABLE
 from dlbs.recipes.container import cli_argv
 from dlbs.recipes.invocation import BatchRequest, Invocation
-from dlbs.run.outcome import CANCELLED, FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
-from dlbs.run.targets.base import SchedulerTarget, register_target
+from dlbs.run.flight import follow
+from dlbs.run.outcome import CANCELLED, FAILURE, OK, TIMEOUT, Outcome
+from dlbs.run.targets.base import register_target
 from dlbs.run.targets.process import signal_name
+from dlbs.run.targets.scheduler import JobState, SchedulerTarget, SubmitLimit
 from dlbs.util.atomic import atomic_write
 
 try:
@@ -69,7 +72,8 @@ TASK_SCRIPT = (
     'if [ "$SLURM_LOCALID" = 0 ] && command -v python3 >/dev/null 2>&1; then '
     f'{TAG_VARIABLE}= python3 "$dlbs_node_monitor" --out "$dlbs_node_file" '
     f'--node "$SLURMD_NODENAME" --tag "${TAG_VARIABLE}" '
-    '--frequency "$dlbs_frequency" --gpus "$dlbs_gpus" & dlbs_monitor=$!; fi; '
+    '--frequency "$dlbs_frequency" --gpus "$dlbs_gpus" --log "$dlbs_log" & dlbs_monitor=$!; '
+    'fi; '
     '"$@"; dlbs_status=$?; '
     'if [ -n "${dlbs_monitor:-}" ] && [ "$dlbs_frequency" != 0 ]; then dlbs_i=0; '
     'while [ ! -e "$dlbs_node_file" ] && [ $dlbs_i -lt 200 ] && kill -0 "$dlbs_monitor" '
@@ -168,38 +172,11 @@ def parse_job_record(text: str) -> dict[str, str]:
     return fields
 
 
-class SubmitLimit(LaunchError):
-    """sbatch refused a submission because a submit limit is reached: retry later."""
-
-
-@dataclass(frozen=True)
-class JobState:
-    """A job's state as one look of `squeue` saw it."""
-
-    state: str
-    reason: str
-    run_seconds: float
-
-    @property
-    def final(self) -> bool:
-        """Whether the job has ended (its state is one of FINAL_STATES)."""
-        return self.state in FINAL_STATES
-
-
-def job_name(token: str) -> str:
-    """The job name dlbs gives a submission: unique, so that it can be found by name."""
-    return f"dlbs-{token}"
-
-
-def node_files(log_path: str) -> list[str]:
-    """The node monitor files of a log (`<log>.<node>.dlbs-node`) that exist now."""
-    folder, name = os.path.split(os.path.abspath(log_path))
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return []
-    return sorted(os.path.join(folder, entry) for entry in entries
-                  if entry.startswith(name + ".") and entry.endswith(NODE_FILE_SUFFIX))
+def _job_state(state: str, reason: str, run_seconds: float) -> JobState:
+    """What one look of `squeue` says of a job, in the interface's terms."""
+    return JobState(state, reason, run_seconds, queued=state == "PENDING",
+                    running=state == "RUNNING", final=state in FINAL_STATES,
+                    hopeless=state == "PENDING" and reason in HOPELESS_REASONS)
 
 
 def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -225,14 +202,8 @@ class SlurmTarget(SchedulerTarget):
     """Batch jobs of a SLURM cluster; see the module doc."""
 
     summary = "SLURM batch jobs, many in flight, arrays where requests agree (sbatch, srun)"
-    #: Seconds between two looks at a job: from `poll_min`, growing to `poll_max`.
-    poll_min = 0.2
-    poll_max = 2.0
-    #: How long `wait` tolerates a controller that does not answer.
-    controller_patience = 120.0
-    #: How long a job may stay pending for a reason in HOPELESS_REASONS before it is
-    #: cancelled and reported as a failure (the reason can be transient: nodes down).
-    hopeless_after = 60.0
+    display_name = "SLURM"
+    job_word = "SLURM job"
 
     def __init__(self) -> None:
         self._monitor_written: set[str] = set()
@@ -369,7 +340,7 @@ class SlurmTarget(SchedulerTarget):
     def submit(self, invocation: Invocation, log_path: str, name: str | None = None) -> str:
         """Write `<log_path>.sbatch`, submit it, return the job id.
 
-        `name` is the job's name (`job_name(token)`: unique, to find the job by it).
+        `name` is the job's name (unique, to find the job by it).
         Raises `SubmitLimit` when sbatch refuses for a submit limit, else `LaunchError`.
         """
         script_path = os.path.abspath(log_path) + ".sbatch"
@@ -384,7 +355,7 @@ class SlurmTarget(SchedulerTarget):
         """Submit experiments that share one sbatch request as one job array.
 
         `entries` are (invocation, log path); the script goes to `script_path`.
-        Returns one job id per entry (`<array id>_<index>`), each of which `wait`, `states`
+        Returns one job id per entry (`<array id>_<index>`), each of which `wait`, `poll`
         and `cancel` accept like any other job id. Refuses entries whose requests differ,
         and more than MAX_ARRAY of them.
         """
@@ -397,6 +368,23 @@ class SlurmTarget(SchedulerTarget):
         array_id = self._sbatch([*self._batch(entries[0][0]).extra_args, script_path],
                                 f"the job array of {len(entries)} experiments", script_path)
         return [f"{array_id}_{index}" for index in range(len(entries))]
+
+    def groups(self, invocations: Sequence[Invocation]) -> list[list[int]]:
+        """Invocations with equal requests, at most MAX_ARRAY a group: one job array each."""
+        by_shape: dict[tuple[Any, ...], list[int]] = {}
+        for index, invocation in enumerate(invocations):  # no request: `submit` says why
+            shape = invocation.batch.shape() if invocation.batch is not None else ()
+            by_shape.setdefault(shape, []).append(index)
+        return [group[start:start + MAX_ARRAY] for group in by_shape.values()
+                for start in range(0, len(group), MAX_ARRAY)]
+
+    def submit_many(self, entries: Sequence[tuple[Invocation, str]], name: str) -> list[str]:
+        """One job, or a job array whose script is `<name>.sbatch` beside the first log."""
+        if len(entries) == 1:
+            invocation, log_path = entries[0]
+            return [self.submit(invocation, log_path, name)]
+        script = os.path.join(os.path.dirname(entries[0][1]), f"{name}.sbatch")
+        return self.submit_array(entries, script, name)
 
     def _write_node_monitor(self, script_path: str) -> None:
         folder = os.path.dirname(os.path.abspath(script_path))
@@ -415,7 +403,7 @@ class SlurmTarget(SchedulerTarget):
             raise LaunchError(f"sbatch answered {result.stdout.strip()!r}, not a job id")
         return job_id
 
-    def states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobState]:
         """One look at many jobs (`squeue`): the state of each job the controller knows.
 
         A job missing from the answer has been forgotten (ended more than MinJobAge ago):
@@ -434,8 +422,9 @@ class SlurmTarget(SchedulerTarget):
             for line in result.stdout.splitlines():
                 fields = line.strip().split("|")
                 if len(fields) == 4 and fields[0] in wanted:
-                    found[fields[0]] = JobState(fields[1].split()[0] if fields[1] else "UNKNOWN",
-                                                fields[2], _seconds(fields[3]))
+                    found[fields[0]] = _job_state(
+                        fields[1].split()[0] if fields[1] else "UNKNOWN", fields[2],
+                        _seconds(fields[3]))
         return found
 
     def find_by_name(self, name: str) -> list[str]:
@@ -451,17 +440,25 @@ class SlurmTarget(SchedulerTarget):
                 ids = [line.strip() for line in accounted.stdout.splitlines() if line.strip()]
         return ids
 
+    def find_submitted(self, name: str, index: int | None) -> str | None:
+        """The job (array task `<id>_<index>`) of the submission `name`, if SLURM took it."""
+        found = self.find_by_name(name)
+        if index is not None:
+            found = [j for j in found if j.endswith(f"_{index}")] or \
+                [f"{j}_{index}" for j in found if "_" not in j]
+        return found[0] if found else None
+
     def final_outcome(self, job_id: str, seen: JobState | None = None) -> Outcome:
         """The outcome of a job that has ended (or that the controller forgot).
 
-        `seen` is its last state from `states`: an array task cancelled before it started has
+        `seen` is its last state from `poll`: an array task cancelled before it started has
         no record of its own, only that state.
         """
         record = self.job_record(job_id)
         if record is None and seen is not None and seen.final:
             record = {"JobState": seen.state, "Reason": seen.reason or "None",
                       "ExitCode": "0:0", "NodeList": "(null)"}
-        if record is None and "_" in job_id and seen is not None and seen.state == "PENDING":
+        if record is None and "_" in job_id and seen is not None and seen.queued:
             # A pending array task that is cancelled leaves the array's record at once and
             # never gets one of its own: nothing but its absence tells.
             return Outcome(CANCELLED, f"SLURM job {job_id} CANCELLED before it started (an "
@@ -490,48 +487,8 @@ class SlurmTarget(SchedulerTarget):
         return parse_job_record(result.stdout.splitlines()[0]) if result.stdout.strip() else None
 
     def wait(self, job_id: str, timeout: float | None) -> Outcome:
-        """Poll until the job ends; see `SchedulerTarget.wait`."""
-        interval = self.poll_min
-        unreachable_since: float | None = None
-        stuck_since: float | None = None
-        try:
-            while True:
-                try:
-                    record = self.job_record(job_id)
-                    unreachable_since = None
-                except LaunchError:
-                    unreachable_since = unreachable_since or time.monotonic()
-                    if time.monotonic() - unreachable_since > self.controller_patience:
-                        raise
-                    record = {"JobState": "UNKNOWN"}
-                if record is None:
-                    return self._forgotten(job_id)
-                state = record.get("JobState", "UNKNOWN").split()[0]
-                if state in FINAL_STATES:
-                    return self._outcome(job_id, record)
-                reason = record.get("Reason", "None")
-                if state == "PENDING" and reason in HOPELESS_REASONS:
-                    stuck_since = stuck_since or time.monotonic()
-                    if time.monotonic() - stuck_since >= self.hopeless_after:
-                        self.cancel(job_id)
-                        return Outcome(FAILURE, f"SLURM job {job_id} cannot start: pending with "
-                                       f"reason {reason}; cancelled",
-                                       details=_details(job_id, record))
-                else:
-                    stuck_since = None
-                run_time = _seconds(record.get("RunTime", ""))
-                if timeout and timeout > 0 and state == "RUNNING" and run_time >= timeout:
-                    self.cancel(job_id)
-                    self._wait_final(job_id)
-                    return Outcome(TIMEOUT, f"SLURM job {job_id} still running after the "
-                                   f"timeout of {timeout:g} s; cancelled",
-                                   details=_details(job_id, record))
-                time.sleep(interval)
-                interval = min(self.poll_max, interval * 1.5)
-        except KeyboardInterrupt:
-            self.cancel(job_id)
-            return Outcome(INTERRUPTED, f"interrupted by the user; SLURM job {job_id} "
-                           "cancelled", details={"job_id": job_id})
+        """Follow the job until it ends; see `SchedulerTarget.wait`."""
+        return follow(self, job_id, timeout)
 
     def _wait_final(self, job_id: str, limit: float = 60.0) -> None:
         deadline = time.monotonic() + limit

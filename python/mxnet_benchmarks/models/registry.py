@@ -7,12 +7,10 @@ is a programming error and raises at import time.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from collections.abc import Callable
 
 import numpy as np
+from benchmark_common.extra_models import import_model_file
 from mxnet import gluon
 
 from ..errors import BenchmarkError
@@ -22,7 +20,9 @@ class Model:
     """Base class of every registered model: shapes, title and the training loss.
 
     Subclasses set `input_shape` (batch excluded), `num_classes` and `title` in `__init__`
-    and implement `build()`. The network returns logits; the loss is applied outside it so
+    and implement `build()`, whose last layer has `self.num_classes` outputs (`--num_classes`
+    changes it after `__init__`); an image model's `input_shape` (3, H, W) is also the size
+    images are preprocessed to. The network returns logits; the loss is applied outside it so
     that inference runs the bare network.
     """
 
@@ -77,15 +77,7 @@ def load_model_file(path: str) -> None:
 
     The file imports `register_model` and `Model` from `mxnet_benchmarks.models`.
     """
-    if not os.path.isfile(path):
-        raise BenchmarkError(f"--extra_models: no such file: {path}")
-    name = f"_dlbs_extra_models_{os.path.splitext(os.path.basename(path))[0]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise BenchmarkError(f"--extra_models: cannot import {path} (not a Python file?)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    import_model_file(path, BenchmarkError)
 
 
 def model_ids() -> list[str]:
@@ -93,12 +85,20 @@ def model_ids() -> list[str]:
     return sorted(_MODELS)
 
 
-def create_model(model_id: str) -> Model:
-    """The model registered as `model_id`; an unknown id is a BenchmarkError listing them."""
+def create_model(model_id: str, num_classes: int = 0) -> Model:
+    """The model registered as `model_id`, with `num_classes` classes where not 0.
+
+    A model's `build()` sizes its last layer by `self.num_classes`, which is set here after
+    the model's own `__init__` (`--num_classes`). An unknown id is a BenchmarkError listing
+    the known ones.
+    """
     try:
         cls = _MODELS[model_id]
     except KeyError:
         raise BenchmarkError(
             f"unknown model {model_id!r}; known models: {', '.join(model_ids())}"
         ) from None
-    return cls(model_id)
+    model = cls(model_id)
+    if num_classes:
+        model.num_classes = num_classes
+    return model

@@ -1,4 +1,7 @@
-"""Batch sources: what the timed loop calls once per step to get (inputs, labels) on the device."""
+"""Batch sources: what the timed loop calls once per step to get (inputs, labels) on the device.
+
+Every source has ``next()`` and ``close()``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import torch
 
 from ..errors import UserError
 from ..models import ModelSpec
-from .transforms import image_transform
+from .device_jpeg import DeviceJpegSource
+from .transforms import image_transform, normalize
 
 
 class DataError(UserError):
@@ -48,6 +52,9 @@ class SyntheticSource:
             )
         return self.inputs, self.labels
 
+    def close(self) -> None:
+        """Nothing runs in the background."""
+
 
 class LoaderSource:
     """Batches from a DataLoader, epoch after epoch, moved to the device asynchronously."""
@@ -64,10 +71,14 @@ class LoaderSource:
         self.dtype = dtype
         self.memory_format = memory_format
         self.epoch = 0
-        self._iter = iter(loader)
+        # The workers and the pinning thread start with the first batch, after the step is
+        # built (a CUDA graph capture must not see other threads' CUDA calls).
+        self._iter = None
 
     def next_host(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The next batch as the loader gives it (host memory); restarts at the end of an epoch."""
+        if self._iter is None:
+            self._iter = iter(self.loader)
         try:
             return next(self._iter)
         except StopIteration:
@@ -79,15 +90,21 @@ class LoaderSource:
             return next(self._iter)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next batch on the device, in the model's dtype and memory format."""
-        inputs, labels = self.next_host()
-        inputs = inputs.to(self.device, non_blocking=True).to(self.dtype)
-        inputs = inputs.contiguous(memory_format=self.memory_format)
+        """The next batch on the device, normalised there, in the model's dtype and layout."""
+        pixels, labels = self.next_host()
+        pixels = pixels.to(self.device, non_blocking=True)
+        inputs = normalize(pixels, self.dtype, self.memory_format)
         return inputs, labels.to(self.device, non_blocking=True)
+
+    def close(self) -> None:
+        """Nothing to stop: the DataLoader's workers end with the process."""
 
 
 def _dataset(spec: ModelSpec, data_dir: str, backend: str, training: bool):
-    """The torch Dataset for ``data_dir``; every problem is a DataError naming the path."""
+    """The torch Dataset for ``data_dir`` (Pillow decoding, uint8 results).
+
+    Every problem is a DataError naming the path.
+    """
     path = Path(data_dir)
     if not path.exists():
         raise DataError(f"--data_dir {data_dir}: no such directory")
@@ -134,19 +151,34 @@ def make_loader_source(
     memory_format: torch.memory_format,
     world_size: int,
     rank: int,
-) -> LoaderSource:
-    """A LoaderSource for a real dataset, sharded over the replicas when there are several."""
+    decode: str = "cpu",
+) -> LoaderSource | DeviceJpegSource:
+    """The source of a real dataset, sharded over the replicas when there are several.
+
+    ``decode`` cpu: a DataLoader whose ``num_workers`` processes decode with Pillow;
+    gpu: nvJPEG and the augmentation on the device (image_folder of JPEG files, CUDA only).
+    """
+    if decode == "gpu" and device.type != "cuda":
+        raise DataError("--decode gpu decodes on a CUDA device (use --decode cpu, or --device gpu)")
+    if decode == "gpu" and backend != "image_folder":
+        raise DataError(f"--decode gpu reads JPEG files of an image_folder, not {backend} "
+                        "(use --decode cpu)")
     dataset = _dataset(spec, data_dir, backend, training)
-    sampler = None
-    if world_size > 1:
-        sampler = torch.utils.data.DistributedSampler(
-            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, drop_last=True
-        )
     per_replica = len(dataset) // world_size
     if per_replica < batch_size:
         raise DataError(
             f"--data_dir {data_dir}: {len(dataset)} samples give {per_replica} per replica, "
             f"fewer than --batch_size {batch_size}"
+        )
+    if decode == "gpu":
+        return DeviceJpegSource(
+            dataset.samples, batch_size=batch_size, size=spec.input_shape[-1], training=training,
+            shuffle=shuffle, device=device, dtype=dtype, memory_format=memory_format, rank=rank,
+            world_size=world_size)
+    sampler = None
+    if world_size > 1:
+        sampler = torch.utils.data.DistributedSampler(
+            dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, drop_last=True
         )
     loader = torch.utils.data.DataLoader(
         dataset,

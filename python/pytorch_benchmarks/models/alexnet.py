@@ -47,12 +47,12 @@ class AlexNet(nn.Module):
 
 
 @register_model("alexnet", title="AlexNet", input_shape=(3, 227, 227), num_classes=1000)
-def alexnet() -> nn.Module:
+def alexnet(num_classes: int) -> nn.Module:
     """The original AlexNet (LRN, 96-256-384-384-256 filters)."""
-    return AlexNet(1000)
+    return AlexNet(num_classes)
 
 
 @register_model("alexnet_owt", title="AlexNetOWT", input_shape=(3, 227, 227), num_classes=1000)
-def alexnet_owt() -> nn.Module:
+def alexnet_owt(num_classes: int) -> nn.Module:
     """Torchvision's AlexNet ('one weird trick' variant: 64-192-384-256-256, no LRN)."""
-    return torchvision.models.alexnet(weights=None, num_classes=1000)
+    return torchvision.models.alexnet(weights=None, num_classes=num_classes)

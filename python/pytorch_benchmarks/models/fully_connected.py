@@ -19,18 +19,18 @@ def _mlp(input_size: int, hidden: list[int], num_classes: int) -> nn.Sequential:
 
 
 @register_model("deep_mnist", title="DeepMNIST", input_shape=(784,), num_classes=10)
-def deep_mnist() -> nn.Module:
+def deep_mnist(num_classes: int) -> nn.Module:
     """Five hidden layers of decreasing width (2500 ... 500)."""
-    return _mlp(784, [2500, 2000, 1500, 1000, 500], 10)
+    return _mlp(784, [2500, 2000, 1500, 1000, 500], num_classes)
 
 
 @register_model("sensor_net", title="SensorNet", input_shape=(784,), num_classes=16)
-def sensor_net() -> nn.Module:
+def sensor_net(num_classes: int) -> nn.Module:
     """Three hidden layers of 1024."""
-    return _mlp(784, [1024, 1024, 1024], 16)
+    return _mlp(784, [1024, 1024, 1024], num_classes)
 
 
 @register_model("acoustic_model", title="AcousticModel", input_shape=(540,), num_classes=8192)
-def acoustic_model() -> nn.Module:
+def acoustic_model(num_classes: int) -> nn.Module:
     """Five hidden layers of 2048 and 8192 senone outputs (a speech acoustic model)."""
-    return _mlp(540, [2048] * 5, 8192)
+    return _mlp(540, [2048] * 5, num_classes)

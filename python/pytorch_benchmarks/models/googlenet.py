@@ -79,6 +79,6 @@ class GoogLeNet(nn.Module):
 
 
 @register_model("googlenet", title="GoogleNet", input_shape=(3, 224, 224), num_classes=1000)
-def googlenet() -> nn.Module:
+def googlenet(num_classes: int) -> nn.Module:
     """The BVLC GoogLeNet."""
-    return GoogLeNet(1000)
+    return GoogLeNet(num_classes)

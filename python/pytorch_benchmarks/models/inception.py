@@ -10,10 +10,10 @@ from .registry import register_model
 
 
 @register_model("inception3", title="InceptionV3", input_shape=(3, 299, 299), num_classes=1000)
-def inception3() -> nn.Module:
+def inception3(num_classes: int) -> nn.Module:
     """Torchvision's Inception v3 without the auxiliary classifier."""
     return torchvision.models.inception_v3(
-        weights=None, aux_logits=False, init_weights=False, num_classes=1000
+        weights=None, aux_logits=False, init_weights=False, num_classes=num_classes
     )
 
 
@@ -175,6 +175,6 @@ class InceptionV4(nn.Module):
 
 
 @register_model("inception4", title="InceptionV4", input_shape=(3, 299, 299), num_classes=1000)
-def inception4() -> nn.Module:
+def inception4(num_classes: int) -> nn.Module:
     """Inception v4."""
-    return InceptionV4(1000)
+    return InceptionV4(num_classes)

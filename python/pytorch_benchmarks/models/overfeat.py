@@ -44,6 +44,6 @@ class OverFeat(nn.Module):
 
 
 @register_model("overfeat", title="OverFeat", input_shape=(3, 231, 231), num_classes=1000)
-def overfeat() -> nn.Module:
+def overfeat(num_classes: int) -> nn.Module:
     """OverFeat fast model."""
-    return OverFeat(1000)
+    return OverFeat(num_classes)

@@ -1,16 +1,21 @@
-"""The model registry: every model file declares the ids it implements with a decorator."""
+"""The model registry: every model file declares the ids it implements with a decorator.
+
+A builder takes the class count as a keyword, ``num_classes`` (then ``--num_classes`` can
+change it), or takes nothing (a model of the registered class count only).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import importlib.util
+import inspect
 import pkgutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch.nn as nn
+from benchmark_common.extra_models import import_model_file
 
 from ..errors import UserError
 
@@ -21,14 +26,42 @@ class ModelSpec:
 
     model_id: str
     title: str
+    #: One sample's shape; an image model's (3, H, W) is also the size images are
+    #: preprocessed to (real data, evaluation datasets, --predict).
     input_shape: tuple[int, ...]
     num_classes: int
-    build: Callable[[], nn.Module]
+    builder: Callable[..., nn.Module]
 
     @property
     def is_image_model(self) -> bool:
         """True for models that take a 3xHxW image (real datasets feed only those)."""
         return len(self.input_shape) == 3 and self.input_shape[0] == 3
+
+    @property
+    def takes_num_classes(self) -> bool:
+        """Whether the builder takes the class count (``num_classes``)."""
+        try:
+            parameters = inspect.signature(self.builder).parameters
+        except (TypeError, ValueError):
+            return False
+        return "num_classes" in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+    def build(self) -> nn.Module:
+        """A new model with this spec's class count, randomly initialised."""
+        if self.takes_num_classes:
+            return self.builder(num_classes=self.num_classes)
+        return self.builder()
+
+    def with_classes(self, num_classes: int | None) -> ModelSpec:
+        """The spec with another class count (None or 0: the registered one)."""
+        if not num_classes or num_classes == self.num_classes:
+            return self
+        if not self.takes_num_classes:
+            raise UserError(f"--num_classes {num_classes}: model {self.model_id} has "
+                            f"{self.num_classes} classes only (its builder takes no "
+                            f"num_classes argument)")
+        return dataclasses.replace(self, num_classes=num_classes)
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -42,9 +75,14 @@ class UnknownModelError(UserError):
 def register_model(
     model_id: str, *, title: str, input_shape: tuple[int, ...], num_classes: int
 ) -> Callable[[Callable[[], nn.Module]], Callable[[], nn.Module]]:
-    """Register a zero-argument builder under ``model_id``; a duplicate id raises."""
+    """Register a builder under ``model_id``; a duplicate id raises.
 
-    def decorator(build: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    ``num_classes`` is the model's class count; a builder that takes a ``num_classes``
+    keyword is called with it (or with ``--num_classes``), one that takes no argument builds
+    that many classes itself.
+    """
+
+    def decorator(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if model_id in _REGISTRY:
             raise ValueError(f"model id {model_id!r} is registered twice")
         _REGISTRY[model_id] = ModelSpec(model_id, title, tuple(input_shape), num_classes, build)
@@ -71,16 +109,7 @@ def _load_builtin_models() -> None:
 
 def load_model_file(path: str | Path) -> None:
     """Import a user's Python file that registers more models (``--extra_models``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"--extra_models: no such file: {path}")
-    name = f"_dlbs_extra_models_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"--extra_models: cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    import_model_file(str(path), UserError)
 
 
 def model_ids() -> list[str]:
@@ -89,11 +118,15 @@ def model_ids() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_model_spec(model_id: str) -> ModelSpec:
-    """The spec of ``model_id``; an unknown id raises with the list of known ids."""
+def get_model_spec(model_id: str, num_classes: int | None = None) -> ModelSpec:
+    """The spec of ``model_id`` (with ``num_classes`` classes where given and not 0).
+
+    An unknown id raises with the list of known ids.
+    """
     _load_builtin_models()
     try:
-        return _REGISTRY[model_id]
+        spec = _REGISTRY[model_id]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY))
         raise UnknownModelError(f"unknown model {model_id!r}; known models: {known}") from None
+    return spec.with_classes(num_classes)

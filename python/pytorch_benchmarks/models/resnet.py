@@ -17,10 +17,10 @@ def _register(model_id: str, depth: int) -> None:
     """One registration per depth."""
 
     @register_model(model_id, title=f"ResNet{depth}", input_shape=(3, 224, 224), num_classes=1000)
-    def build() -> nn.Module:
+    def build(num_classes: int) -> nn.Module:
         if model_id in _DEEP_LAYERS:
-            return ResNet(Bottleneck, _DEEP_LAYERS[model_id], num_classes=1000)
-        return getattr(torchvision.models, model_id)(weights=None, num_classes=1000)
+            return ResNet(Bottleneck, _DEEP_LAYERS[model_id], num_classes=num_classes)
+        return getattr(torchvision.models, model_id)(weights=None, num_classes=num_classes)
 
 
 for _depth in (18, 34, 50, 101, 152, 200, 269):

@@ -12,8 +12,8 @@ def _register(model_id: str, title: str) -> None:
     """One registration per depth; the builder looks the torchvision function up by id."""
 
     @register_model(model_id, title=title, input_shape=(3, 224, 224), num_classes=1000)
-    def build() -> nn.Module:
-        return getattr(torchvision.models, model_id)(weights=None, num_classes=1000)
+    def build(num_classes: int) -> nn.Module:
+        return getattr(torchvision.models, model_id)(weights=None, num_classes=num_classes)
 
 
 for _id, _title in [("vgg11", "VGG11"), ("vgg13", "VGG13"), ("vgg16", "VGG16"), ("vgg19", "VGG19")]:

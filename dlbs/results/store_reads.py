@@ -1,0 +1,269 @@
+"""Reading attempts: whole rows (resume, `dlbs parse`, copying), summaries, report columns.
+
+Resume reads statuses and open attempts; `dlbs parse` and `dlbs results copy` read whole
+attempts; reports read summaries, or the two small BLOBs per attempt that the columnar reader
+(stored_columns.py) turns into arrays, and then only what they show. Attempts are found by
+`rowid` (SQLite's own; a column of that name in PostgreSQL), which never changes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from dlbs.results import stats
+from dlbs.results.attempt import STARTED, Attempt, StoredSummary, flatten, loads
+from dlbs.results.store_base import SqlStore
+from dlbs.util.gc import no_cyclic_gc
+
+_COLUMNS = ("exp_id, attempt, status, status_msg, params, results, log_path, environment, "
+            "job_id, started_at, ended_at, summary, run_tag, run_host, run_folder")
+# The attempts' own columns that the columnar reader reads alone, when a report asks.
+_TEXT_COLUMNS = ("status_msg", "log_path", "started_at", "ended_at", "stats_warnings",
+                 "run_tag", "run_host", "run_folder")
+# Rows asked for by rowid at once (SQLite allows 32766 parameters; fewer keep it quick).
+_ROWID_CHUNK = 500
+# The newest attempt of each experiment (as the `experiments` view), for any condition.
+_LATEST = ("SELECT a.exp_id, a.status FROM attempts AS a JOIN (SELECT exp_id, "
+           "MAX(attempt) AS newest FROM attempts {where} GROUP BY exp_id) AS b "
+           "ON a.exp_id = b.exp_id AND a.attempt = b.newest")
+
+
+class StoreReads(SqlStore):
+    """The reads of a results store (see the module)."""
+
+    def _contains(self, column: str) -> str:
+        """SQL that is true where the text `column` holds the parameter's text."""
+        raise NotImplementedError
+
+    def pending_jobs(self) -> list[Attempt]:
+        """Open attempts that have a job id: scheduler jobs to re-attach to (of the claim)."""
+        scope, parameters = self._open_scope()
+        return self._select(f"WHERE ended_at IS NULL AND job_id IS NOT NULL{scope}",
+                            tuple(parameters))
+
+    def unfinished(self) -> list[Attempt]:
+        """Open attempts without a job id: cut off by an interrupt or a crash (of the claim)."""
+        scope, parameters = self._open_scope()
+        return self._select(f"WHERE ended_at IS NULL AND job_id IS NULL{scope}",
+                            tuple(parameters))
+
+    def latest_attempt(self, exp_id: str) -> Attempt | None:
+        """The newest attempt of `exp_id`, or None when it was never recorded."""
+        found = self._select("WHERE exp_id = ? ORDER BY attempt DESC LIMIT 1", (exp_id,))
+        return found[0] if found else None
+
+    def latest_status(self, exp_id: str) -> str | None:
+        """Status of the newest attempt: None if never recorded, STARTED if it never ended."""
+        rows = self._read("read attempts", "SELECT status FROM attempts WHERE exp_id = ? "
+                          "ORDER BY attempt DESC LIMIT 1", (exp_id,))
+        if not rows:
+            return None
+        return rows[0][0] or STARTED
+
+    def latest_statuses(self, run_tag: str | None = None,
+                        run_host: str | None = None) -> dict[str, str]:
+        """`latest_status` of every recorded experiment, in one query (for large sweeps).
+
+        With `run_tag`, of the attempts that runs on `run_host` recorded under that tag
+        (resuming per tag: docs/results.md).
+        """
+        if run_tag is None:
+            rows = self._read("read attempts", _LATEST.format(where=""))
+        else:
+            condition = "WHERE run_tag = ? AND run_host = ?"
+            rows = self._read("read attempts",
+                              _LATEST.format(where=condition) + " AND a.run_tag = ? AND "
+                              "a.run_host = ?", (run_tag, run_host) * 2)
+        return {exp_id: status or STARTED for exp_id, status in rows}
+
+    def attempts(self, exp_id: str | None = None, latest_only: bool = False) -> list[Attempt]:
+        """Stored attempts, oldest first; of one experiment, or the newest of each."""
+        table = "experiments" if latest_only else "attempts"
+        if exp_id is None:
+            return self._select("ORDER BY started_at, exp_id, attempt", table=table)
+        return self._select("WHERE exp_id = ? ORDER BY attempt", (exp_id,), table=table)
+
+    def iter_attempts(self, ended_only: bool = True, chunk: int = 2000) -> Iterator[Attempt]:
+        """Every attempt in rowid order, a chunk at a time (copying a large database)."""
+        last = None
+        condition = "ended_at IS NOT NULL AND " if ended_only else ""
+        while True:
+            rows = self._read("read attempts", f"SELECT rowid, {_COLUMNS} FROM attempts "
+                              f"WHERE {condition}rowid > ? ORDER BY rowid LIMIT {int(chunk)}",
+                              (-1 if last is None else last,))
+            if not rows:
+                return
+            for row in rows:
+                yield _attempt_from_row(row[1:])
+            last = rows[-1][0]
+
+    def runs(self) -> list[tuple[Any, ...]]:
+        """Every run that recorded attempts, newest first.
+
+        (run_tag, run_host, run_folder, attempts, ok attempts, first start, last end);
+        attempts recorded before schema version 4 come as one run of NULLs.
+        """
+        return [tuple(row) for row in self._read(
+            "read runs", "SELECT run_tag, run_host, run_folder, count(*), "
+            "sum(CASE WHEN status = 'ok' THEN 1 ELSE 0 END), min(started_at), max(ended_at) "
+            "FROM attempts GROUP BY run_tag, run_host, run_folder ORDER BY min(started_at) DESC")]
+
+    def change_marker(self) -> tuple[Any, ...]:
+        """What changes whenever an attempt is added or ends (readers that cache compare it)."""
+        return tuple(self._read("read attempts", "SELECT count(*), max(rowid), max(ended_at), "
+                                "count(ended_at) FROM attempts")[0])
+
+    def attempt_keys(self) -> list[tuple[int, str, int, str]]:
+        """(rowid, exp_id, attempt, started_at) of every attempt (what copying compares)."""
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            "read attempts", "SELECT rowid, exp_id, attempt, started_at FROM attempts")]
+
+    def experiments(self) -> Iterator[dict[str, Any]]:
+        """The newest attempt of every experiment as a flat dict (see Attempt.as_experiment)."""
+        for attempt in self.attempts(latest_only=True):
+            yield attempt.as_experiment()
+
+    def summaries(self, latest_only: bool = False, with_samples: bool = False,
+                  ended_only: bool = False,
+                  rowids: Sequence[int] | None = None) -> list[StoredSummary]:
+        """Attempts as flat experiments from their summaries, without the raw results.
+
+        The summary gives the results (no number series is parsed); with `with_samples`, the
+        per-batch times come along as a float64 array (None when the attempt has none).
+        `rowids` reads those rows only (what `report_columns` numbered). In no particular
+        order: callers order attempts by time.
+        """
+        table = "experiments" if latest_only else "attempts"
+        blob = "time_data" if with_samples else "NULL"
+        where = "WHERE ended_at IS NOT NULL " if ended_only else ""
+        query = (f"SELECT exp_id, attempt, status, status_msg, params, log_path, environment, "
+                 f"started_at, ended_at, summary, {blob}, rowid FROM {table} ")
+        if rowids is None:
+            rows = self._read("read attempts", query + where, binary=with_samples)
+        else:
+            rows = []
+            for chunk in _chunks(rowids):
+                rows.extend(self._read("read attempts", query + f"WHERE rowid IN "
+                                       f"({', '.join('?' * len(chunk))})", chunk,
+                                       binary=with_samples))
+        environments: dict[str | None, dict[str, Any]] = {}
+        found = []
+        with no_cyclic_gc():
+            for (exp_id, attempt, status, status_msg, params, log_path, environment_text,
+                 started_at, ended_at, summary, blob, rowid) in rows:
+                environment = environments.get(environment_text)
+                if environment is None:
+                    environment = environments[environment_text] = loads(environment_text)
+                experiment = flatten(loads(params), loads(summary), exp_id, attempt, status,
+                                     status_msg, log_path, started_at, ended_at)
+                found.append(StoredSummary(experiment, environment,
+                                           stats.unpack_samples(_bytes(blob)), started_at,
+                                           ended_at, rowid))
+        return found
+
+    # -- what the columnar reader (stored_columns.py) reads ---------------------------------
+
+    def report_columns(self) -> list[tuple[int, bytes, bytes]]:
+        """Every attempt's (rowid, `report_row`, `param_codes`), in rowid order."""
+        return [(rowid, _bytes(row), _bytes(codes)) for rowid, row, codes in self._read(
+            "read attempts", "SELECT rowid, report_row, param_codes FROM attempts "
+            "ORDER BY rowid", binary=True)]
+
+    def view_keys(self) -> dict[int, str]:
+        """Key id -> key of every key of a view (view_codes.py)."""
+        return dict(self._read("read parameter keys", "SELECT id, key FROM param_keys"))
+
+    def view_bases(self) -> dict[int, bytes]:
+        """Base id -> its packed codes."""
+        return {base: _bytes(codes) for base, codes in self._read(
+            "read parameter bases", "SELECT id, codes FROM param_bases", binary=True)}
+
+    def view_values(self, key_id: int) -> list[tuple[int, str]]:
+        """(value number, canonical JSON) of every stored value of one key."""
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            "read parameter values", "SELECT number, value FROM param_values "
+            "WHERE key_id = ?", (key_id,))]
+
+    def view_values_of(self, key_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(key id, value number, canonical JSON) of every stored value of some keys."""
+        found: list[tuple[int, int, str]] = []
+        for chunk in _chunks(key_ids):
+            found.extend(tuple(row) for row in self._read(  # type: ignore[misc]
+                "read parameter values", "SELECT key_id, number, value FROM param_values "
+                f"WHERE key_id IN ({', '.join('?' * len(chunk))})", chunk))
+        return found
+
+    def view_value_number(self, key_id: int, text: str) -> int | None:
+        """The number of one stored value of a key (canonical JSON), None when not stored."""
+        rows = self._read("read parameter values", "SELECT number FROM param_values "
+                          "WHERE key_id = ? AND value = ?", (key_id, text))
+        return None if not rows else int(rows[0][0])
+
+    def log_statuses(self) -> dict[str, tuple[str, str, str | None]]:
+        """Log file name -> (exp_id, status, status message) of every attempt that ended."""
+        rows = self.query("read attempts",
+                          "SELECT log_path, exp_id, status, status_msg FROM attempts "
+                          "WHERE status IS NOT NULL AND log_path IS NOT NULL")
+        return {os.path.basename(log_path): (exp_id, status, message)
+                for log_path, exp_id, status, message in rows}
+
+    def text_column(self, name: str) -> list[tuple[int, Any]]:
+        """(rowid, value) of one of the attempts' own columns, for every attempt."""
+        if name not in _TEXT_COLUMNS:
+            raise ValueError(f"not a column to read alone: {name}")
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            "read attempts", f"SELECT rowid, {name} FROM attempts WHERE {name} IS NOT NULL")]
+
+    def summary_texts(self, containing: str) -> list[tuple[int, str]]:
+        """(rowid, summary JSON) of the attempts whose summary holds the text `containing`."""
+        return [tuple(row) for row in self._read(  # type: ignore[misc]
+            "read attempts", f"SELECT rowid, summary FROM attempts WHERE "
+            f"{self._contains('summary')}", (containing,))]
+
+    def summary_values(self, key: str) -> list[tuple[int, str]] | None:
+        """(rowid, the JSON text of summary[key]) of the attempts whose summary has `key`.
+
+        None where the database cannot pick the value out: read `summary_texts` instead.
+        """
+        return None
+
+    def samples_of(self, rowids: Sequence[int]) -> dict[int, np.ndarray | None]:
+        """Per-batch times by rowid (None for an attempt that has none)."""
+        found: dict[int, np.ndarray | None] = {}
+        for chunk in _chunks(rowids):
+            found.update((rowid, stats.unpack_samples(_bytes(blob))) for rowid, blob in
+                         self._read("read attempts", "SELECT rowid, time_data FROM attempts "
+                                    f"WHERE rowid IN ({', '.join('?' * len(chunk))})", chunk,
+                                    binary=True))
+        return found
+
+    def _select(
+        self, where: str, parameters: tuple[Any, ...] = (), table: str = "attempts"
+    ) -> list[Attempt]:
+        rows = self._read("read attempts", f"SELECT {_COLUMNS} FROM {table} {where}",
+                          parameters)
+        return [_attempt_from_row(row) for row in rows]
+
+
+def _attempt_from_row(row: Sequence[Any]) -> Attempt:
+    return Attempt(
+        exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
+        params=loads(row[4]), results=loads(row[5]), log_path=row[6],
+        environment=loads(row[7]), job_id=row[8], started_at=row[9], ended_at=row[10],
+        summary=loads(row[11]), run_tag=row[12], run_host=row[13], run_folder=row[14],
+    )
+
+
+def _bytes(blob: Any) -> Any:
+    """A BLOB as bytes (psycopg gives a memoryview in binary results)."""
+    return bytes(blob) if isinstance(blob, memoryview) else blob
+
+
+def _chunks(items: Sequence[int]) -> Iterator[list[int]]:
+    items = list(items)
+    for start in range(0, len(items), _ROWID_CHUNK):
+        yield items[start:start + _ROWID_CHUNK]
