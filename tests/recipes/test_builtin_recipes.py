@@ -7,7 +7,6 @@ import sys
 import tomllib
 
 from dlbs.recipes.recipe import BUILTIN_RECIPES
-
 from tests.conftest import REPO
 
 
