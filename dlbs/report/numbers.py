@@ -63,28 +63,6 @@ def significant_all(values: np.ndarray) -> list[str]:
     for index in np.flatnonzero(texts == "-0").tolist():   # -0.0, or a tiny negative value
         texts[index] = "0"
     return texts.tolist()
-    finite = np.isfinite(numbers)
-    magnitude = np.abs(numbers)
-    whole = finite & (numbers == np.round(numbers)) & (magnitude < _EXACT_INTEGERS)
-    fraction = finite & ~whole
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logarithm = np.log10(np.where(fraction, magnitude, 1.0))
-    decimals = np.zeros(len(numbers), dtype=np.int64)
-    decimals[fraction] = np.maximum(DIGITS - (np.floor(logarithm[fraction]) + 1), 0)
-    near = fraction & (np.abs(logarithm - np.round(logarithm)) < 1e-9)
-    for index in np.flatnonzero(near).tolist():
-        decimals[index] = max(DIGITS - (math.floor(math.log10(magnitude[index])) + 1), 0)
-    for index, text in zip(np.flatnonzero(whole).tolist(),
-                           map("{:.0f}".format, numbers[whole].tolist())):
-        texts[index] = "0" if text == "-0" else text
-    for count in np.unique(decimals[fraction]).tolist():
-        chosen = np.flatnonzero(fraction & (decimals == count))
-        formatted = map(f"{{:.{count}f}}".format, numbers[chosen].tolist())
-        for index, text in zip(chosen.tolist(), formatted):
-            if "." in text:
-                text = text.rstrip("0").rstrip(".")
-            texts[index] = "0" if text in ("-0", "") else text
-    return texts
 
 
 def exact(value: Any) -> Any:

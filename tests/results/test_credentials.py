@@ -166,6 +166,11 @@ class Role:
             f"postgresql://{self.name}:{encoded}@{where}"
         return with_search_path(url, schema)
 
+    def url_in_a_new_schema(self, password: str, in_query: bool) -> tuple[str, str]:
+        """A new schema of the role's, and its URL with `password` (see `url`)."""
+        schema = f"c_{uuid.uuid4().hex[:12]}"
+        return schema, self.url(password, schema, in_query)
+
     def tables_text(self, schema: str) -> str:
         """Every row of every table of `schema`, as text."""
         import psycopg
@@ -228,8 +233,7 @@ def _spec(folder: Path, url: str) -> list[str]:
 @given(password=_PASSWORDS, in_query=st.booleans())
 def test_plan_print_config_and_dry_run_never_show_the_password(
         role: Role, password: str, in_query: bool) -> None:
-    schema = f"c_{uuid.uuid4().hex[:12]}"
-    url = role.url(password, schema, in_query)
+    _, url = role.url_in_a_new_schema(password, in_query)
     with tempfile.TemporaryDirectory() as folder:
         spec = _spec(Path(folder) / "logs", url)
         outputs = []
@@ -286,8 +290,7 @@ def test_plan_print_config_and_dry_run_never_show_the_password(
 def test_a_run_and_every_reader_never_show_nor_keep_the_password(
         role: Role, password: str, in_query: bool) -> None:
     """A real sweep into the store, then every command that reads it, and `dlbs serve`."""
-    schema = f"c_{uuid.uuid4().hex[:12]}"
-    url = role.url(password, schema, in_query)
+    schema, url = role.url_in_a_new_schema(password, in_query)
     outputs = []
     with tempfile.TemporaryDirectory() as folder:
         logs = Path(folder) / "logs"
