@@ -1,0 +1,191 @@
+"""The harness's host ceiling: how many samples a second it can push with no model at all.
+
+    python bench/evaluation/host_ceiling.py --out OUT [--lanes 1,4,8] [--repeat 3]
+        [--scenarios offline,max_qps] [--batch_size 256] [--max_qps_batch 128]
+        [--duration_s 3] [--max_qps_duration_s 1] [--baseline PYTHON_DIR]
+
+The dummy backend's system under test (python/dummy_benchmarks) with a zero service time
+(`--sleep 0`: a batch is one `time.sleep(0)`) and `--lanes` lanes standing in for GPUs
+(`--device gpu --num_gpus N`, one stream each) runs LoadGen's offline at `--batch_size` and
+max_qps at `--max_qps_batch` (a 15 ms p99 bound, as issue 18's), through the harness of
+python/benchmark_common, in this process's Python. Every measurement is a process of its
+own; the runs go round-robin over (tree, scenario, lanes) `--repeat` times, so load that
+comes and goes on a shared machine falls on all of them alike.
+
+For each run: LoadGen's own figure (offline `results.qps`, max_qps `results.max_qps`), the
+samples the lanes served inside LoadGen's runs, and the process's CPU seconds over them (from
+LoadGen's first load of the sample library to the end, all threads: LoadGen's own and the
+lanes'), per sample. `--baseline PYTHON_DIR` runs the same with another tree's `python/`
+folder (another commit's harness, e.g. `git archive main python | tar -x -C /tmp/main`): the
+table then holds both, and the ratio of each median to the baseline's.
+
+Writes OUT/results.json (every run) and OUT/results.md (the table it prints). The numbers are
+this machine's: on a shared machine compare ratios within one run, never across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+#: max_qps's latency bound, ms (issue 18's).
+LATENCY_BOUND_MS = 15.0
+
+
+def measure(python_dir: str, scenario: str, lanes: int, batch: int, duration_s: float,
+            folder: str) -> dict:
+    """One LoadGen run of the dummy system in this process; what `main` tabulates."""
+    import contextlib
+    import io
+
+    sys.path[:0] = [python_dir, os.path.join(python_dir, "dummy_benchmarks")]
+    import benchmarks as dummy
+    from benchmark_common import harness
+
+    opts = dummy.parse_options([
+        "--scenario", scenario, "--sleep", "0", "--batch_size", str(batch),
+        "--device", "gpu", "--num_gpus", str(lanes), "--num_warmup_batches", "1",
+        "--min_duration_s", str(duration_s), "--min_query_count", "1",
+        "--latency_bound_ms", str(LATENCY_BOUND_MS), "--loadgen_dir", folder])
+    system = dummy.dummy_system(opts)
+    started: list[tuple[float, float]] = []  # (wall, cpu) at LoadGen's first load
+    loads = [0]  # the harness loads the resident samples once to prepare; LoadGen then
+    served = [0]
+    lock = threading.Lock()
+    load, submit = system.load, system.submit
+
+    def load_marked(indices):
+        if not started and loads[0]:
+            started.append((time.perf_counter(), time.process_time()))
+        loads[0] += 1
+        return load(indices)
+
+    def submit_counted(indices, top=0, lane=0):
+        if started:
+            with lock:
+                served[0] += len(indices)
+        return submit(indices, top, lane)
+
+    system.load, system.submit = load_marked, submit_counted
+    failures: list[BaseException] = []
+    with contextlib.redirect_stdout(io.StringIO()):  # the timed marks' protocol lines
+        results = harness.run_evaluation(system, opts.evaluation, batch_size=batch, warmup=1,
+                                         say=lambda line: None, abort=failures.append)
+    wall, cpu = time.perf_counter(), time.process_time()
+    if failures:
+        raise SystemExit(f"the harness failed: {failures[0]!r}")
+    wall0, cpu0 = started[0]
+    figure = results["results.max_qps"] if scenario == "max_qps" else results["results.qps"]
+    return {"figure": figure, "served": served[0], "wall_s": wall - wall0, "cpu_s": cpu - cpu0,
+            "cpu_us_per_sample": 1e6 * (cpu - cpu0) / max(served[0], 1),
+            "valid": results.get("results.loadgen_valid"),
+            "latency_p99": results.get("results.latency_p99")}
+
+
+def run_one(python_dir: str, scenario: str, lanes: int, batch: int, duration_s: float,
+            folder: Path) -> dict:
+    command = [sys.executable, __file__, "--measure", python_dir, scenario, str(lanes),
+               str(batch), str(duration_s), str(folder)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--measure":
+        python_dir, scenario, lanes, batch, duration_s, folder = sys.argv[2:8]
+        print(json.dumps(measure(python_dir, scenario, int(lanes), int(batch),
+                                 float(duration_s), folder)))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lanes", default="1,4,8")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scenarios", default="offline,max_qps")
+    parser.add_argument("--batch_size", type=int, default=256)
+    parser.add_argument("--max_qps_batch", type=int, default=128)
+    parser.add_argument("--duration_s", type=float, default=3.0,
+                        help="offline: LoadGen's minimum duration, s")
+    parser.add_argument("--max_qps_duration_s", type=float, default=1.0,
+                        help="max_qps: each trial's minimum duration, s")
+    parser.add_argument("--baseline", default="",
+                        help="another tree's python/ folder, measured beside this one's")
+    args = parser.parse_args()
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    trees = {"this": str(REPO / "python")}
+    if args.baseline:
+        trees = {"baseline": str(Path(args.baseline).resolve()), **trees}
+    lane_counts = [int(n) for n in args.lanes.split(",")]
+    scenarios = args.scenarios.split(",")
+    began = time.time()
+    runs = []
+    for repeat in range(args.repeat):
+        for scenario in scenarios:
+            for lanes in lane_counts:
+                for tree, python_dir in trees.items():
+                    batch = args.max_qps_batch if scenario == "max_qps" else args.batch_size
+                    duration = args.max_qps_duration_s if scenario == "max_qps" \
+                        else args.duration_s
+                    folder = out / "loadgen" / f"{tree}-{scenario}-{lanes}-{repeat + 1}"
+                    run = run_one(python_dir, scenario, lanes, batch, duration, folder)
+                    run.update(tree=tree, scenario=scenario, lanes=lanes, batch=batch,
+                               repeat=repeat + 1)
+                    runs.append(run)
+                    print(f"{tree} {scenario} lanes={lanes} batch={batch}: "
+                          f"{run['figure']:.0f}/s, {run['cpu_us_per_sample']:.2f} CPU us "
+                          "per sample", flush=True)
+    rows = []
+    lines = ["| scenario | batch | lanes | tree | samples/s (median) | each repeat | "
+             "CPU us per sample (median) | / baseline (samples/s) | / 1 lane |",
+             "|---|---:|---:|---|---:|---|---:|---:|---:|"]
+    for scenario in scenarios:
+        for lanes in lane_counts:
+            for tree in trees:
+                mine = [r for r in runs if (r["tree"], r["scenario"], r["lanes"]) ==
+                        (tree, scenario, lanes)]
+                figure = statistics.median(r["figure"] for r in mine)
+                cpu = statistics.median(r["cpu_us_per_sample"] for r in mine)
+                base = [r["figure"] for r in runs if (r["tree"], r["scenario"], r["lanes"]) ==
+                        ("baseline", scenario, lanes)]
+                one = [r["figure"] for r in runs if (r["tree"], r["scenario"], r["lanes"]) ==
+                       (tree, scenario, lane_counts[0])]
+                versus = figure / statistics.median(base) if base and tree != "baseline" \
+                    else None
+                per_lane = figure / statistics.median(one) if lanes != lane_counts[0] else None
+                row = {"scenario": scenario, "batch": mine[0]["batch"], "lanes": lanes,
+                       "tree": tree, "figure": figure, "each": [r["figure"] for r in mine],
+                       "cpu_us_per_sample": cpu, "versus_baseline": versus,
+                       "versus_first_lanes": per_lane}
+                rows.append(row)
+                lines.append(
+                    f"| {scenario} | {row['batch']} | {lanes} | {tree} | {figure:,.0f} | "
+                    + ", ".join(f"{v:,.0f}" for v in row["each"])
+                    + f" | {cpu:.2f} | " + (f"{versus:.2f}" if versus else "") + " | "
+                    + (f"{per_lane:.2f}" if per_lane else "") + " |")
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+               f"load average {os.getloadavg()[0]:.1f} at the end, Python "
+               f"{platform.python_version()}")
+    result = {"settings": vars(args), "trees": trees, "machine": machine,
+              "seconds": time.time() - began, "runs": runs, "table": rows}
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    text = "\n".join(lines)
+    (out / "results.md").write_text(text + f"\n\n{machine}\n")
+    print(text)
+    print(f"({result['seconds']:.0f} s; {machine})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
