@@ -13,11 +13,14 @@ own; the runs go round-robin over (tree, scenario, lanes) `--repeat` times, so l
 comes and goes on a shared machine falls on all of them alike.
 
 For each run: LoadGen's own figure (offline `results.qps`, max_qps `results.max_qps`), the
-samples the lanes served inside LoadGen's runs, and the process's CPU seconds over them (from
-LoadGen's first load of the sample library to the end, all threads: LoadGen's own and the
-lanes'), per sample. `--baseline PYTHON_DIR` runs the same with another tree's `python/`
-folder (another commit's harness, e.g. `git archive main python | tar -x -C /tmp/main`): the
-table then holds both, and the ratio of each median to the baseline's.
+samples the lanes served inside LoadGen's runs, and the process's CPU seconds per sample
+served, all threads (LoadGen's and the lanes'), from LoadGen's first load of the sample
+library to the last batch (its query generation, the issue, the serving). LoadGen sizes an
+offline query from the harness's calibrated rate (at least 1.2 x that rate x `--duration_s`
+samples), which with no service time is high: keep `--duration_s` short.
+`--baseline PYTHON_DIR` runs the same with another tree's `python/` folder (another commit's
+harness, e.g. `git archive main python | tar -x -C /tmp/main`): the table then holds both,
+and the ratio of each median to the baseline's.
 
 Writes OUT/results.json (every run) and OUT/results.md (the table it prints). The numbers are
 this machine's: on a shared machine compare ratios within one run, never across runs.
@@ -58,22 +61,27 @@ def measure(python_dir: str, scenario: str, lanes: int, batch: int, duration_s: 
         "--min_duration_s", str(duration_s), "--min_query_count", "1",
         "--latency_bound_ms", str(LATENCY_BOUND_MS), "--loadgen_dir", folder])
     system = dummy.dummy_system(opts)
-    started: list[tuple[float, float]] = []  # (wall, cpu) at LoadGen's first load
-    loads = [0]  # the harness loads the resident samples once to prepare; LoadGen then
+    # (wall, CPU) at LoadGen's first load of the sample library (the harness loads it once
+    # before, to prepare), at the first batch after it and at the last one.
+    marks: dict[str, tuple[float, float]] = {}
+    loads = [0]
     served = [0]
     lock = threading.Lock()
     load, submit = system.load, system.submit
 
     def load_marked(indices):
-        if not started and loads[0]:
-            started.append((time.perf_counter(), time.process_time()))
+        if loads[0] == 1:
+            marks["loadgen"] = (time.perf_counter(), time.process_time())
         loads[0] += 1
         return load(indices)
 
     def submit_counted(indices, top=0, lane=0):
-        if started:
+        if "loadgen" in marks:
+            now = (time.perf_counter(), time.process_time())
             with lock:
                 served[0] += len(indices)
+                marks.setdefault("first", now)
+                marks["last"] = now
         return submit(indices, top, lane)
 
     system.load, system.submit = load_marked, submit_counted
@@ -81,13 +89,15 @@ def measure(python_dir: str, scenario: str, lanes: int, batch: int, duration_s: 
     with contextlib.redirect_stdout(io.StringIO()):  # the timed marks' protocol lines
         results = harness.run_evaluation(system, opts.evaluation, batch_size=batch, warmup=1,
                                          say=lambda line: None, abort=failures.append)
-    wall, cpu = time.perf_counter(), time.process_time()
+    end = (time.perf_counter(), time.process_time())
     if failures:
         raise SystemExit(f"the harness failed: {failures[0]!r}")
-    wall0, cpu0 = started[0]
+    (wall0, cpu0), (wall1, _), (wall2, cpu2) = marks["loadgen"], marks["first"], marks["last"]
     figure = results["results.max_qps"] if scenario == "max_qps" else results["results.qps"]
-    return {"figure": figure, "served": served[0], "wall_s": wall - wall0, "cpu_s": cpu - cpu0,
-            "cpu_us_per_sample": 1e6 * (cpu - cpu0) / max(served[0], 1),
+    return {"figure": figure, "served": served[0], "cpu_s": cpu2 - cpu0,
+            "cpu_us_per_sample": 1e6 * (cpu2 - cpu0) / max(served[0], 1),
+            "until_first_batch_s": wall1 - wall0, "serving_s": wall2 - wall1,
+            "after_last_batch_s": end[0] - wall2,
             "valid": results.get("results.loadgen_valid"),
             "latency_p99": results.get("results.latency_p99")}
 
@@ -115,7 +125,7 @@ def main() -> int:
     parser.add_argument("--scenarios", default="offline,max_qps")
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--max_qps_batch", type=int, default=128)
-    parser.add_argument("--duration_s", type=float, default=3.0,
+    parser.add_argument("--duration_s", type=float, default=0.2,
                         help="offline: LoadGen's minimum duration, s")
     parser.add_argument("--max_qps_duration_s", type=float, default=1.0,
                         help="max_qps: each trial's minimum duration, s")
