@@ -26,10 +26,16 @@ pace, and a warning says so.
 Serving:
 - single_stream, multi_stream: LoadGen issues one query at a time; it runs as one batch on
   lane 0, on LoadGen's thread, and completes when it is done.
-- offline, accuracy, server, max_qps: the samples of every query wait in one queue; each
-  lane has a thread that, whenever its lane is free, takes up to `batch_size` waiting samples
-  as one batch, runs it, and completes its samples. server and max_qps: a batch that is not
-  full waits until its first sample has waited `max_queue_delay_ms` (0: it never waits).
+- offline, accuracy, server, max_qps: the samples of every query wait in one queue
+  (`SampleQueue`); each lane has a thread that, whenever its lane is free, takes up to
+  `batch_size` waiting samples as one batch, runs it, and completes its samples. server and
+  max_qps: a batch that is not full waits until its first sample has waited
+  `max_queue_delay_ms` (0: it never waits).
+- The host's work per sample is kept to a few C-level list operations, so that one Python
+  process keeps several GPUs fed (docs/evaluation.md, "Several GPUs"): LoadGen's fast system
+  under test hands each query over as two lists of ints (response ids, sample indices), not
+  an object per sample; a batch is a slice of them; and each lane completes its samples with
+  `batch_size` response objects of its own, made before LoadGen's run, whose ids it sets.
 - max_qps: server runs at rates the harness searches (`_find_peak`): from 0.9 of the
   calibrated rate, up while the latency percentile keeps the bound and down while it
   breaks it, then bisecting to `MAX_QPS_PRECISION`; bounded (`MAX_QPS_TRIALS`, trials cut at
