@@ -27,6 +27,18 @@ if ! "$python" -m venv --help >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+# What this venv was last set up from: pyproject.toml, the extras and the interpreter. When
+# nothing of that changed, nothing is installed or checked again (pip alone takes most of a
+# minute to find that everything is there).
+stamp=.venv/.dlbs-setup
+wanted=$( (cat pyproject.toml; echo "$extras"; .venv/bin/python -VV) | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ]; then
+    echo "setup.sh: .venv is already set up from this pyproject.toml (extras: $extras)"
+    exit 0
+fi
+rm -f "$stamp"
+# pip keeps the wheels it downloads in its cache (~/.cache/pip): the venv of a fresh clone
+# installs from there.
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v "^WARNING: Location" || true
 # pip's exit status is hidden by the filter above: check that what we need imports.
@@ -40,4 +52,5 @@ esac
 case "$extras" in
     *onnxruntime*) .venv/bin/python -c "import onnxruntime, onnx, onnxscript" ;;
 esac
+echo "$wanted" >"$stamp"
 echo "setup.sh: .venv ready (extras: $extras)"

@@ -4,7 +4,11 @@
 # by Podman's Docker-compatible API), a
 # two-node SLURM cluster on this machine, Debian's chromium (HTML report test) and
 # PostgreSQL 15 (the shared results store).
-# Extra arguments go to pytest.
+# Each step skips what is already installed or running. Extra arguments go to pytest.
+#
+# The tests run on DLBS_TEST_WORKERS pytest-xdist workers (default 3 on this 2-core machine:
+# the tests of the shared services, which mostly wait for them, run one after another on
+# one worker while the others take the rest; tests/parallel.py); 0 runs them in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +21,7 @@ bash .ci/services/chromium.sh
 # The shared results store's tests (docs/results.md): the service prints its URL last.
 DLBS_TEST_POSTGRES_URL=$(bash .ci/services/postgres.sh | tail -n 1)
 export DLBS_TEST_POSTGRES_URL
-exec .venv/bin/python -m pytest "$@"
+# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the suite's
+# thousands of `dlbs` and backend processes would otherwise compile its modules again.
+.venv/bin/python -m compileall -q dlbs launchers python tests >/dev/null
+exec .venv/bin/python -m pytest -n "${DLBS_TEST_WORKERS:-3}" --dist loadgroup "$@"

@@ -5,11 +5,59 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests import parallel
+
 REPO = Path(__file__).resolve().parents[1]
+# The fuzz suite's budget: seconds per target (tests/fuzz). One knob: `--fuzz-seconds`, or
+# DLBS_FUZZ_SECONDS in the environment (CI's default stays 15).
+FUZZ_SECONDS = 15.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-seconds", type=float, metavar="S",
+                     default=float(os.environ.get("DLBS_FUZZ_SECONDS", FUZZ_SECONDS)),
+                     help=f"seconds each fuzz target runs (default: $DLBS_FUZZ_SECONDS, else "
+                          f"{FUZZ_SECONDS:g})")
+
+
+@pytest.fixture(scope="session")
+def fuzz_seconds(request: pytest.FixtureRequest) -> float:
+    """The fuzz budget per target (`--fuzz-seconds`)."""
+    return request.config.getoption("--fuzz-seconds")
+
+
+# The suite on pytest-xdist workers: groups, their order, tests that run alone
+# (tests/parallel.py).
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    parallel.write_groups(parallel.order(items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    parallel.name_the_run(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.forget_the_run(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    turns = parallel.turns()
+    if turns is None:
+        return (yield)
+    with turns.turn(alone=item.get_closest_marker("serial") is not None):
+        return (yield)
 
 
 @pytest.fixture

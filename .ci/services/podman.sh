@@ -64,8 +64,12 @@ if [ "$wanted" != "$have" ]; then
     podman tag "localhost/$image" "localhost/$image" >/dev/null 2>&1 || true
 fi
 
-# The ulimits: keep the configured ones if a container starts with them, else step down.
-if ! podman run --rm "localhost/$image" true >/dev/null 2>&1; then
+# The ulimits: keep the configured ones if a container starts with them, else step down
+# (a container that starts here is also the proof below).
+if podman run --rm "localhost/$image" true >/dev/null 2>&1; then
+    started=yes
+else
+    started=no
     hard_n=$(ulimit -Hn)
     for nproc in "$(ulimit -Hu)" 65536 32768 16384 4096; do
         write_limits "$hard_n" "$nproc"
@@ -76,7 +80,7 @@ if ! podman run --rm "localhost/$image" true >/dev/null 2>&1; then
     [ -n "$pid" ] && kill "$pid" && sleep 1
     start_service
 fi
-podman run --rm "localhost/$image" true || {
+[ "$started" = yes ] || podman run --rm "localhost/$image" true || {
     echo "podman.sh: a container of $image does not start under Podman" >&2; exit 1; }
 echo "podman.sh: Podman $(podman version --format '{{.Server.Version}}' 2>/dev/null ||
     podman --version) serves $socket; $image is in its store"

@@ -41,13 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare and print; the exit status says whether anything regressed."""
+    from dlbs.cli.output import emit
     from dlbs.cli.report import split_list
     from dlbs.report.compare import compare, parse_threshold
     from dlbs.report.inputs import load_inputs
     from dlbs.report.render_compare import render_comparison, summary_line
     from dlbs.report.select import Filter
-    from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
+    from dlbs.util.terminal import one_line
 
     threshold = parse_threshold(args.threshold)
     filters = [Filter.parse(text) for text in args.filters]
@@ -59,11 +60,7 @@ def run(args: argparse.Namespace) -> int:
                              threshold=threshold, alpha=args.alpha,
                              columns=split_list(args.columns) or ())
         text = render_comparison(comparison, args.fmt)
-        if args.output:
-            atomic_write(args.output, text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        emit(text, args.fmt, args.output)
         if args.output or args.fmt != "text":
-            print(f"dlbs compare: {summary_line(comparison)}", file=sys.stderr)
+            print(f"dlbs compare: {one_line(summary_line(comparison))}", file=sys.stderr)
     return 1 if comparison.regression_count else 0

@@ -11,6 +11,7 @@ from dlbs.config.limits import EXPRESSION_SECONDS
 from dlbs.config.patterns import IGNORECASE, compile_pattern, too_slow
 from dlbs.config.values import render
 from dlbs.errors import ConfigError
+from dlbs.util.terminal import one_line, visible
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,16 +55,17 @@ def run(args: argparse.Namespace) -> int:
         value = definition.value
         shown = "null" if value is None else (render(value) if not isinstance(value, str)
                                               else repr(value))
-        print(f"{name}  ({definition.type or 'any'}, default {shown})")
+        print(one_line(f"{name}  ({definition.type or 'any'}, default {shown})"))
         if definition.choices is not None:
-            print(f"    choices: {', '.join(render(c) or repr(c) for c in definition.choices)}")
+            print(one_line(f"    choices: "
+                           f"{', '.join(render(c) or repr(c) for c in definition.choices)}"))
         if definition.minimum is not None or definition.maximum is not None:
             low = "" if definition.minimum is None else render(definition.minimum)
             high = "" if definition.maximum is None else render(definition.maximum)
             print(f"    range: {low} .. {high}".rstrip())
         if definition.desc:
-            print(textwrap.fill(definition.desc, 96, initial_indent="    ",
-                                subsequent_indent="    "))
+            print(visible(textwrap.fill(definition.desc, 96, initial_indent="    ",
+                                        subsequent_indent="    ")))
     if not found:
         raise ConfigError("no parameter matches", hint="try a wider --params or --text regex")
     return 0

@@ -7,12 +7,15 @@ imported only when their command is used, so `dlbs plan` does not pay for the Do
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from dlbs.errors import DlbsError
+from dlbs.util.terminal import one_line
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,8 +62,13 @@ class _Version(argparse.Action):
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in the project's one-line format."""
 
+    def _print_message(self, message: str, file: TextIO | None = None) -> None:
+        # argparse drops an OSError here: `dlbs --help >/dev/full` would say nothing.
+        if message:
+            (file or sys.stderr).write(message)
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"dlbs: error: {message}", file=sys.stderr)
+        print(f"dlbs: error: {one_line(message)}", file=sys.stderr)
         print(f"hint: run '{self.prog} --help' for usage", file=sys.stderr)
         raise SystemExit(2)
 
@@ -80,10 +88,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(text: str) -> str:
-    return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
 def _open_closed_streams() -> None:
     """`dlbs report >&-`: a closed stdout (or stderr) is a reader that left, as a broken pipe.
 
@@ -95,8 +99,36 @@ def _open_closed_streams() -> None:
             setattr(sys, name, open(os.devnull, "w"))  # kept open for the whole process
 
 
+#: Why a write fails that is no bug of ours: a full disk (or /dev/full), a quota, a file
+#: too large, an I/O error, a read-only file system.
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command: its exit status, or one error line (docs/security.md)."""
     _open_closed_streams()
+    try:
+        try:
+            return _dispatch(argv)
+        finally:
+            # What is still buffered fails here, where it can be said, not at the exit.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # `dlbs plan | head`: the reader left; that is not an error of ours.
+        _abandon(sys.stdout)
+        sys.stderr.close()
+        return 0
+    except OSError as error:
+        if error.errno not in WRITE_ERRORS:
+            raise
+        where = f"cannot write {error.filename}" if error.filename else \
+            "cannot write the output"
+        _abandon(sys.stdout)
+        _say(f"dlbs: error: {where}: {one_line(error.strerror or str(error))}")
+        return 2
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((token for token in argv if token in COMMANDS), None)
     parser = build_parser(command)
@@ -111,17 +143,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         # One line each, whatever a file name or a value in them holds.
-        print(f"dlbs: error: {_one_line(error.message)}", file=sys.stderr)
+        _say(f"dlbs: error: {one_line(error.message)}")
         if error.hint:
-            print(f"hint: {_one_line(error.hint)}", file=sys.stderr)
+            _say(f"hint: {one_line(error.hint)}")
         return error.exit_status
     except KeyboardInterrupt:
-        print("dlbs: interrupted", file=sys.stderr)
+        _say("dlbs: interrupted")
         return 130
-    except BrokenPipeError:
-        # `dlbs plan | head`: the reader left; that is not an error of ours.
-        sys.stderr.close()
-        return 0
+
+
+def _say(line: str) -> None:
+    """A line on stderr, if stderr can still be written (it may be /dev/full too)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        _abandon(sys.stderr)
+
+
+def _abandon(stream: TextIO) -> None:
+    """A standard stream that failed: from now on it goes to /dev/null.
+
+    What it still buffers would fail again when Python flushes it at the exit, and say so
+    in a traceback-like message; its descriptor is pointed at /dev/null instead.
+    """
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return  # not a file (a test's buffer)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, descriptor)
+    finally:
+        os.close(null)
 
 
 if __name__ == "__main__":

@@ -38,9 +38,10 @@ def _select(experiment: dict[str, Any], patterns: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the inputs and write the experiments."""
+    from dlbs.cli.output import emit
+    from dlbs.config.limits import MAX_LINE_BYTES
     from dlbs.results.output import experiments_to_csv, to_json
     from dlbs.results.sources import experiments_document, load_experiments
-    from dlbs.util.atomic import atomic_write
 
     output = args.output
     fmt = "csv" if output and output.lower().endswith(".csv") else "json"
@@ -53,11 +54,7 @@ def run(args: argparse.Namespace) -> int:
         experiments = [_select(experiment, patterns) for experiment in experiments]
     text = (experiments_to_csv(experiments) if fmt == "csv"
             else to_json(experiments_document(experiments)))
-    if output:
-        atomic_write(output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    emit(text, fmt, output)
     statuses: dict[str, int] = {}
     for record in loaded.records:
         status = str(record.experiment.get("results.status"))
@@ -68,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         line += f" ({summary})"
     if loaded.unparsable_lines:
         line += f"; {loaded.unparsable_lines} protocol line(s) with a value that is not JSON"
+    if loaded.too_long_lines:
+        line += (f"; {loaded.too_long_lines} line(s) longer than "
+                 f"{MAX_LINE_BYTES // 2**20} MiB passed over")
+    if loaded.cut_lines:
+        line += f"; {loaded.cut_lines} log(s) cut short inside a number (failures)"
     if loaded.ignored_files:
         line += f"; {len(loaded.ignored_files)} file(s) without protocol lines ignored"
     if output:

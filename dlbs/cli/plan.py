@@ -16,6 +16,7 @@ from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
 from dlbs.recipes.host_access import HostAccessWatch
 from dlbs.util.atomic import atomic_writer
+from dlbs.util.terminal import one_line
 
 # A document (json, csv, table) is held here until the whole plan has resolved, so that a
 # failure leaves stdout empty; beyond this size it waits in a temporary file, not in memory.
@@ -43,7 +44,7 @@ def default_keys(planner: Planner) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     for warning in unused_parameters(spec):
-        print(f"dlbs: warning: {warning}", file=sys.stderr)
+        print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
     planner = Planner(spec)
     keys = [k.strip() for k in args.keys.split(",") if k.strip()] if args.keys else None
     if keys is None and args.format in ("table", "csv"):
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         _write(args, planner, experiments, keys)
     finally:
         for warning in host_access.warnings():
-            print(f"dlbs: warning: {warning}", file=sys.stderr)
+            print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from dlbs.cli.spec_options import spec_from_args
 from dlbs.errors import ConfigError, LaunchError
+from dlbs.util.terminal import one_line
 
 FRAMEWORKS = ("pytorch", "mxnet", "dummy")
 RESULT_KEY = "predict.result"
@@ -80,13 +81,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for answer in answers:
-            shown = by_path.get(answer["image"], answer["image"])
+            shown = one_line(str(by_path.get(answer["image"], answer["image"])))
             if "error" in answer:
-                print(f"dlbs: error: {shown}: {answer['error']}", file=sys.stderr)
+                print(f"dlbs: error: {shown}: {one_line(str(answer['error']))}",
+                      file=sys.stderr)
                 continue
             print(shown)
             for entry in answer["top"]:
-                name = f"  {entry['name']}" if "name" in entry else ""
+                name = f"  {one_line(str(entry['name']))}" if "name" in entry else ""
                 print(f"  {entry['probability']:.4f}  {entry['class']:>5}{name}")
     return 1 if failed else 0
 

@@ -77,11 +77,12 @@ def split_list(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and print or write it."""
+    from dlbs.cli.output import emit
     from dlbs.report import Options, build_report, render
     from dlbs.report.inputs import load_inputs
     from dlbs.report.select import Filter
-    from dlbs.util.atomic import atomic_write
     from dlbs.util.gc import no_cyclic_gc
+    from dlbs.util.terminal import one_line
 
     options = Options(
         kind=args.report_type, by=split_list(args.by),
@@ -93,18 +94,23 @@ def run(args: argparse.Namespace) -> int:
     with no_cyclic_gc():
         report = build_report(load_inputs(args.inputs), options)
         if args.fmt == "html":
+            import warnings
+
+            import numpy as np
+
             from dlbs.report.html import render_html
 
-            text = render_html(report)
+            # Times near the largest float (1e308, measured or not) overflow matplotlib's
+            # tick arithmetic: its warnings are no news to the reader of the page.
+            with warnings.catch_warnings(), np.errstate(over="ignore", invalid="ignore"):
+                warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                        module="matplotlib")
+                text = render_html(report)
         else:
             text = render(report, args.fmt)
-        if args.output:
-            atomic_write(args.output, text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        emit(text, args.fmt, args.output)
         if args.fmt == "csv":
             # CSV holds data only; what was left out still has to reach the reader.
             for note in report.footnotes():
-                print(f"dlbs report: {note}", file=sys.stderr)
+                print(f"dlbs report: {one_line(note)}", file=sys.stderr)
     return 0

@@ -11,6 +11,7 @@ import orjson
 
 from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
 from dlbs.errors import ConfigError
+from dlbs.util.terminal import one_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         experiments = list(planner.experiments())
         report = check_plan(planner, experiments)
         for warning in report.warnings:
-            print(f"dlbs: warning: {warning}", file=sys.stderr)
+            print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
         if report.problems:
             raise ConfigError(f"the plan is not valid: {report.problems[0]}",
                               hint="`dlbs validate` lists every problem")
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         previews = sweep.preview()
         for warning in sweep.warnings:
-            print(f"dlbs: warning: {warning}", file=sys.stderr)
+            print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
         _print_preview(previews, args.format)
         return 0
     try:
@@ -80,24 +81,18 @@ def _print_preview(previews: list[Any], output_format: str) -> None:
                       **(preview.request or {})}
             sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
         return
-    from rich.console import Console
-    from rich.table import Table
+    from dlbs.plan.writers import aligned_table
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("id", "action", "target", "framework", "model", "batch", "GPUs",
-                   "log file"):
-        table.add_column(column, overflow="fold")
-    for preview in previews:
-        experiment = preview.experiment
-        target = (preview.request or {}).get("target", "")
-        table.add_row(str(experiment.get("exp.id")), preview.action, target,
-                      str(experiment.get("exp.framework")), str(experiment.get("exp.model")),
-                      str(experiment.get("exp.replica_batch")),
-                      str(experiment.get("exp.gpus") or "cpu"),
-                      str(experiment.get("exp.log_file")))
-    # A terminal folds long cells to its width; a pipe or a file gets whole lines.
-    console = Console() if sys.stdout.isatty() else Console(width=1000)
-    console.print(table)
+    # Plain columns, not a rich table: a plan may have 100,000 experiments.
+    rows = [[one_line(str(value)) for value in (
+        experiment.get("exp.id"), preview.action, (preview.request or {}).get("target", ""),
+        experiment.get("exp.framework"), experiment.get("exp.model"),
+        experiment.get("exp.replica_batch"), experiment.get("exp.gpus") or "cpu",
+        experiment.get("exp.log_file"))]
+        for preview in previews for experiment in (preview.experiment,)]
+    if rows:
+        sys.stdout.write(aligned_table(("id", "action", "target", "framework", "model",
+                                        "batch", "GPUs", "log file"), rows, rule=False))
     counts = {action: sum(1 for p in previews if p.action == action)
               for action in ("run", "simulate", "done", "skip", "disabled", "fail")}
     failing = f", {counts['fail']} to fail (missing on this host)" if counts["fail"] else ""
@@ -174,9 +169,16 @@ def _label(experiment: dict[str, Any]) -> str:
 
 
 def _describe(experiment: dict[str, Any]) -> str:
-    return (f"{experiment.get('exp.framework')} {experiment.get('exp.model')} "
-            f"{experiment.get('exp.phase')} {experiment.get('exp.dtype')} "
-            f"{_run_as(experiment)} [{experiment.get('exp.id')}]")
+    return one_line(f"{experiment.get('exp.framework')} {experiment.get('exp.model')} "
+                    f"{experiment.get('exp.phase')} {experiment.get('exp.dtype')} "
+                    f"{_run_as(experiment)} [{experiment.get('exp.id')}]")
+
+
+def _shown(value: Any) -> str:
+    """A value in a rich line: no terminal escapes, no rich markup."""
+    from rich.markup import escape
+
+    return escape(one_line(str(value)))
 
 
 class LineReporter:
@@ -196,19 +198,19 @@ class LineReporter:
     def finished(self, experiment: dict[str, Any], status: str, message: str | None,
                  log_path: str | None, seconds: float) -> None:
         self.done += 1
-        detail = f" ({message})" if message and status != "unchanged" else ""
-        where = f" {log_path}" if log_path else ""
+        detail = f" ({one_line(message)})" if message and status != "unchanged" else ""
+        where = f" {one_line(log_path)}" if log_path else ""
         print(f"[{self.done}/{self.total}] {status:11} {_describe(experiment)} "
               f"{seconds:.1f}s{where}{detail}", file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"dlbs: {text}", file=self.stream, flush=True)
+        print(f"dlbs: {one_line(text)}", file=self.stream, flush=True)
 
     def progress(self, experiment: dict[str, Any], text: str) -> None:
         """A running experiment's progress note (a max_qps trial, say)."""
         blank = " " * len(f"[{self.done}/{self.total}]")  # it has no place in the count yet
-        print(f"{blank} {'running':11} {_describe(experiment)}: {text}", file=self.stream,
-              flush=True)
+        print(f"{blank} {'running':11} {_describe(experiment)}: {one_line(text)}",
+              file=self.stream, flush=True)
 
     def close(self) -> None:
         pass
@@ -246,7 +248,7 @@ class BarReporter(LineReporter):
         self.task = self.bar.add_task("dlbs run", total=total, counts=self._fields())
 
     def started(self, experiment: dict[str, Any], log_path: str) -> None:
-        self.bar.update(self.task, description=_label(experiment))
+        self.bar.update(self.task, description=_shown(_label(experiment)))
 
     def finished(self, experiment: dict[str, Any], status: str, message: str | None,
                  log_path: str | None, seconds: float) -> None:
@@ -254,15 +256,17 @@ class BarReporter(LineReporter):
             "skipped" if status == "skipped" else "failed")
         self.counts[key] += 1
         if key == "failed":
-            self.console.print(f"{status}: {_describe(experiment)}: {message} ({log_path})")
+            self.console.print(_shown(f"{status}: {_describe(experiment)}: {message} "
+                                      f"({log_path})"))
         self.bar.update(self.task, advance=1, counts=self._fields())
 
     def note(self, text: str) -> None:
-        self.console.print(f"dlbs: {text}")
+        self.console.print(_shown(f"dlbs: {text}"))
 
     def progress(self, experiment: dict[str, Any], text: str) -> None:
         """A running experiment's progress note: a line above the bar."""
-        self.console.print(f"{_label(experiment)}: {text}", markup=False, highlight=False)
+        self.console.print(one_line(f"{_label(experiment)}: {text}"), markup=False,
+                           highlight=False)
 
     def close(self) -> None:
         if self.task is not None:
@@ -278,4 +282,4 @@ def _print_summary(summary: Any, stream: _Terminal) -> None:
     print(f"dlbs: {counts or 'nothing to run'}{stopped}", file=stream)
     for experiment, status, message, log_path in summary.failures:
         where = f" (log: {log_path})" if log_path else ""  # none: it was not started
-        print(f"  {status}: {_describe(experiment)}: {message}{where}", file=stream)
+        print(one_line(f"  {status}: {_describe(experiment)}: {message}{where}"), file=stream)

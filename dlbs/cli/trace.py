@@ -79,11 +79,12 @@ def _pairs(sources: list[str], ids: list[str]) -> list[tuple[str, str | None]]:
 
 def run(args: argparse.Namespace) -> int:
     """Read the trace(s), compute the view, print or write it."""
+    from dlbs.cli.output import emit
     from dlbs.traces.compare import compare
     from dlbs.traces.locate import locate, traces_in
     from dlbs.traces.reader import TraceFile
     from dlbs.traces.views import listing, view
-    from dlbs.util.atomic import atomic_write
+    from dlbs.util.terminal import one_line
 
     if args.top is not None and args.top < 0:
         raise DlbsError(f"--top {args.top}: expected a count (0 = all)")
@@ -100,14 +101,10 @@ def run(args: argparse.Namespace) -> int:
         titles = [item.label if item.path == item.source else f"{item.label}: {item.path}"
                   for item in located]
     text = render(table, args.fmt, titles)
-    if args.output:
-        atomic_write(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    emit(text, args.fmt, args.output)
     if args.fmt != "table":
         for note in table.notes:
-            print(f"dlbs trace: {note}", file=sys.stderr)
+            print(f"dlbs trace: {one_line(note)}", file=sys.stderr)
     return 0
 
 

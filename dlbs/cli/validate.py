@@ -16,6 +16,7 @@ from dlbs.errors import PlanError
 from dlbs.plan.builder import Planner
 from dlbs.plan.checks import check_plan
 from dlbs.recipes.host_access import HostAccessWatch
+from dlbs.util.terminal import one_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +36,12 @@ def run(args: argparse.Namespace) -> int:
     report = check_plan(planner, host.watch(experiments) if host else experiments)
     print(f"plan: {report.experiments} experiments")
     for warning in report.warnings + host_access.warnings():
-        print(f"dlbs: warning: {warning}", file=sys.stderr)
+        print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)
     problems = report.problems + (host.problems if host else [])
     for problem in problems:
-        print(f"problem: {problem}")
+        print(f"problem: {one_line(problem)}")
     for note in host.notes() if host else []:
-        print(f"note: {note}")
+        print(f"note: {one_line(note)}")
     if problems:
         count = len(problems)
         raise PlanError(f"the plan is not valid: {problems[0]}" +

@@ -19,13 +19,14 @@ from typing import Any
 
 import simpleeval
 
-from dlbs.config import guarded, patterns
+from dlbs.config import compiled, guarded, patterns
 from dlbs.config.guarded import OverBudget
 from dlbs.config.limits import (
     EXPRESSION_BYTES,
     EXPRESSION_SECONDS,
     MAX_INT_BITS,
     MAX_ITEMS,
+    MAX_SHARED_TEXT,
     MAX_STRING,
     MAX_VALUE_CHARS,
 )
@@ -54,8 +55,16 @@ _OBJECT_BYTES = 64  # what one value costs at the least (sys.getsizeof of a smal
 _RESULTS_KEPT = 65_536  # results remembered: a sweep repeats few texts, or each just once
 
 
+#: How an expression that is no Python expression is refused (the start of the message).
+SYNTAX_ERROR = "invalid expression syntax"
+
+
 class _BudgetExceeded(Exception):
     """The clock or the byte count of one evaluation ran out."""
+
+
+class _TextPathOnly(Exception):
+    """A compiled tree cannot give this evaluation's answer: evaluate the text instead."""
 
 
 class _Evaluator(simpleeval.EvalWithCompoundTypes):
@@ -67,10 +76,17 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         super().__init__(operators=dict(_OPERATORS), functions=dict(_FUNCTIONS), names=names)
         self.deadline = 0.0
         self.spent = 0
+        self.sizes = guarded.SharedSizes(MAX_SHARED_TEXT)
+        # Of a compiled tree: its string constants that take hole values, the values, and
+        # the filled constants read, in order, with their text.
+        self.fills: dict[ast.Constant, tuple[str | int, ...]] = {}
+        self.holes: list[str] = []
+        self.reads: dict[ast.Constant, str] = {}
 
     def start(self) -> None:
         self.deadline = time.perf_counter() + EXPRESSION_SECONDS
         self.spent = 0
+        self.sizes = guarded.SharedSizes(MAX_SHARED_TEXT)
         self._max_count = 0
 
     # -- budgets -----------------------------------------------------------------------------
@@ -81,6 +97,22 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         if isinstance(node, _MAKES_VALUES):
             self._count(result)
         return result
+
+    def _check_disallowed_items(self, item: Any) -> None:
+        """The check simpleeval makes of every value, each container walked once.
+
+        simpleeval walks every item of every result, a list held at several places at each
+        time: `[[0] * 99999] * 99999` took minutes. Here that walk also sizes the value
+        (`SharedSizes`), and a value too large to walk in C is refused as soon as it is made.
+        """
+        if type(item) not in guarded.CONTAINERS:
+            super()._check_disallowed_items(item)
+            return
+        size = self.sizes.size(item, super()._check_disallowed_items)
+        if size > MAX_SHARED_TEXT:
+            raise OverBudget(f"a {type(item).__name__} of more than {MAX_SHARED_TEXT:,} "
+                             f"characters as text, a value it holds several times counted "
+                             f"each time")
 
     def _count(self, value: Any) -> None:
         kind = type(value)
@@ -104,6 +136,16 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
             self.spent += _OBJECT_BYTES
         if self.spent > EXPRESSION_BYTES:
             raise _BudgetExceeded(f"made values of more than {EXPRESSION_BYTES // 2**20} MB")
+
+    def _eval_constant(self, node: ast.Constant) -> Any:
+        pieces = self.fills.get(node) if self.fills else None
+        if pieces is None:
+            return super()._eval_constant(node)
+        text = compiled.fill(pieces, self.holes)
+        if len(text) > simpleeval.MAX_STRING_LENGTH:
+            raise _TextPathOnly  # the text path says how long, as it always has
+        self.reads.setdefault(node, text)
+        return text
 
     def remaining(self) -> float:
         return max(self.deadline - time.perf_counter(), 0.001)
@@ -132,13 +174,15 @@ class _Evaluator(simpleeval.EvalWithCompoundTypes):
         return "".join(pieces)
 
     def _eval_formattedvalue(self, node: ast.FormattedValue) -> Any:
+        value = self._eval(node.value)
+        if node.conversion != -1:  # !s, !r, !a
+            value = guarded.converted(value, chr(node.conversion))
         if node.format_spec:
             spec = self._eval(node.format_spec)
             guarded.check_format_spec(spec)
-            value = self._eval(node.value)
             guarded.check_text(value, "the f-string")
             return ("{:" + spec + "}").format(value)
-        return self._eval(node.value)
+        return value
 
     def _eval_attribute(self, node: ast.Attribute) -> Any:
         name = node.attr
@@ -246,20 +290,55 @@ class SafeEvaluator:
     def __init__(self) -> None:
         self._evaluator = _Evaluator()
         self._results: dict[str, Any] = {}
+        self._compiler = compiled.Compiler()
 
     def evaluate(self, text: str) -> Any:
         try:
             return self._results[text]
         except KeyError:
             pass
-        result = self._evaluate(text)
+        return self._keep(text, self._evaluate(text))
+
+    def evaluate_parts(self, literals: tuple[str, ...], holes: list[str]) -> Any:
+        """The value of the text `literals[0] + holes[0] + literals[1] + ...`.
+
+        What `evaluate` of that text gives, errors included; the text is parsed once per
+        template where the holes only fill string literals, and an answer is kept by the
+        values it read (`compiled.py`).
+        """
+        length = sum(map(len, literals)) + sum(map(len, holes))
+        tree = self._compiler.tree(literals, holes) if length <= MAX_STRING else None
+        if tree is None:
+            return self.evaluate(compiled.text_of(literals, holes))
+        known = tree.answer(holes)
+        if known is not compiled.UNKNOWN:
+            return known
+        evaluator = self._evaluator
+        evaluator.fills, evaluator.holes, evaluator.reads = tree.fills, holes, {}
+        reads = evaluator.reads
+        try:
+            evaluator.start()
+            result = evaluator._eval(tree.body)
+        except Exception:  # noqa: BLE001 - the text path makes the error, naming the text
+            return self.evaluate(compiled.text_of(literals, holes))
+        finally:
+            evaluator.fills, evaluator.holes, evaluator.reads = {}, [], {}
+        result = self._checked(result)
+        tree.remember(reads, result)
+        return result
+
+    def _checked(self, result: Any) -> Any:
+        """An expression's result as plain data, or ConfigError; as every evaluation's is."""
         if callable(result) or isinstance(result, SimpleNamespace):
             raise ConfigError("expression does not compute a value (a function or module)")
         # A list may hold one long string many times at little cost; its text may not.
-        if guarded.text_size(result, MAX_VALUE_CHARS) > MAX_VALUE_CHARS:
+        if self._evaluator.sizes.size(result) > MAX_VALUE_CHARS:
             raise ConfigError(f"expression exceeds a size limit: its value would be more than "
                               f"{MAX_VALUE_CHARS:,} characters as text")
-        result = _plain(result)
+        return _plain(result)
+
+    def _keep(self, text: str, result: Any) -> Any:
+        result = self._checked(result)
         if len(self._results) >= _RESULTS_KEPT:  # texts unique to each experiment (exp.id)
             self._results.clear()
         self._results[text] = result
@@ -291,7 +370,7 @@ class SafeEvaluator:
                               hint="strings from references are substituted as they are: "
                                    "quote them, as in '${exp.model}'") from None
         except SyntaxError as error:
-            raise ConfigError(f"invalid expression syntax ({error.msg})") from None
+            raise ConfigError(f"{SYNTAX_ERROR} ({error.msg})") from None
         except (RecursionError, MemoryError):
             raise ConfigError("expression is nested too deeply") from None
         except ConfigError:

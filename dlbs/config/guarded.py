@@ -10,6 +10,7 @@ Each refusal raises `OverBudget`; the evaluator turns it into one error naming t
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import os.path
@@ -43,32 +44,74 @@ def check_bits(bits: int, what: str) -> None:
         raise OverBudget(f"{what} would have about {bits:,} bits (at most {MAX_INT_BITS:,})")
 
 
+#: The containers whose items an expression can reach; their sizes are walked.
+CONTAINERS = (list, tuple, dict, set, frozenset)
+
+
+class SharedSizes:
+    """Upper estimates of `len(str(value))`, a value held at several places counted at each.
+
+    `[[0] * 99999] * 99999` is two small lists in memory, but 10**10 items to everything
+    that walks it in C (`==`, `max`, `sorted`, `in`, `str`), where no clock can stop it. Its
+    size as text, each place counted, is what bounds that work. Each container is walked
+    once (its size is remembered, with a reference that keeps its id from being reused), so
+    sizing what an evaluation makes costs no more than making it did. A size is counted no
+    further than just past `limit`: above it, `limit + 1`.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._known: dict[int, tuple[Any, int]] = {}
+
+    def size(self, value: Any, check_leaf: Callable[[Any], None] | None = None) -> int:
+        """The size of `value`; `check_leaf` sees every item that is no plain value."""
+        kind = type(value)
+        if kind is str:
+            return len(value) + 2
+        if kind not in CONTAINERS:
+            return _scalar_size(value, check_leaf)
+        known = self._known.get(id(value))
+        if known is not None:
+            return known[1]
+        if kind is dict:
+            total = 2 + 4 * len(value)
+            items: Iterable[Any] = itertools.chain(value.keys(), value.values()) \
+                if total <= self.limit else ()
+        else:
+            total = 2 + 2 * len(value)
+            items = value if total <= self.limit else ()
+        for item in items:
+            item_kind = type(item)
+            if item_kind is str:
+                total += len(item) + 2
+            elif item_kind is int:
+                total += item.bit_length() * 10 // 33 + 2
+            else:
+                total += self.size(item, check_leaf)
+            if total > self.limit:
+                break
+        total = min(total, self.limit + 1)
+        self._known[id(value)] = (value, total)
+        return total
+
+
+def _scalar_size(value: Any, check_leaf: Callable[[Any], None] | None) -> int:
+    if isinstance(value, bool) or value is None:
+        return 5
+    if isinstance(value, int):
+        return value.bit_length() * 10 // 33 + 2
+    if isinstance(value, float | complex):
+        return 50
+    if isinstance(value, range):
+        return 40
+    if check_leaf is not None:
+        check_leaf(value)
+    return 100
+
+
 def text_size(value: Any, limit: int = MAX_STRING) -> int:
     """An upper estimate of `len(str(value))`, counting no further than just past `limit`."""
-    total = 0
-    stack = [value]
-    while stack and total <= limit:
-        item = stack.pop()
-        if isinstance(item, str):
-            total += len(item) + 2
-        elif isinstance(item, bool) or item is None:
-            total += 5
-        elif isinstance(item, int):
-            total += item.bit_length() * 10 // 33 + 2
-        elif isinstance(item, float | complex):
-            total += 50
-        elif isinstance(item, dict):
-            total += 2 + 4 * len(item)
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset):
-            total += 2 + 2 * len(item)
-            stack.extend(item)
-        elif isinstance(item, range):
-            total += 40
-        else:
-            total += 100
-    return total
+    return SharedSizes(limit).size(value)
 
 
 def check_text(value: Any, what: str) -> None:
@@ -135,6 +178,21 @@ OPERATORS_CHECKED: dict[str, Callable[[Any, Any], Any]] = {
     "Add": add, "Mult": multiply, "Pow": power, "LShift": left_shift, "Mod": modulo,
     "RShift": operator.rshift,
 }
+
+
+#: An f-string's `!s`, `!r` and `!a`.
+CONVERSIONS: dict[str, Callable[[Any], str]] = {"s": str, "r": repr, "a": ascii}
+
+
+def converted(value: Any, conversion: str) -> str:
+    """`value` as an f-string's `!s`, `!r` or `!a` gives it, its text's size checked first.
+
+    `!a` writes one character as up to 10 (a backslash, U and 8 digits): checked again.
+    """
+    check_text(value, f"the !{conversion} conversion")
+    text = CONVERSIONS[conversion](value)
+    check_length(len(text), text, f"the !{conversion} conversion")
+    return text
 
 
 def check_format_spec(spec: str) -> None:

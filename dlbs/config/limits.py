@@ -34,6 +34,10 @@ MAX_STRING = 100_000
 MAX_ITEMS = 100_000
 #: Bits of one integer an expression makes (2**8192 has 2,467 digits).
 MAX_INT_BITS = 8192
+#: Characters any value an expression makes would have as text, a value it holds at several
+#: places counted at each: `[[0] * 99999] * 99999` is small in memory but 10**10 items to
+#: the C loops that walk it (`==`, `max`, `sorted`, `in`), which no clock can stop.
+MAX_SHARED_TEXT = 10_000_000
 
 # -- resolved values (section 6) -----------------------------------------------------------
 #: Characters of one parameter's resolved value, written as JSON.
@@ -46,8 +50,9 @@ INT_MAX = 2**63 - 1
 # -- plans (section 3) ---------------------------------------------------------------------
 #: The default of `sys.max_experiments`: the most experiments one plan may have.
 DEFAULT_MAX_EXPERIMENTS = 1_000_000
-#: Bytes of a plan file that `dlbs run --plan` reads (about 300,000 experiments).
-MAX_PLAN_BYTES = 2**30
+#: Bytes of a plan file that `dlbs run --plan` reads: about 80,000 experiments of the
+#: default configs, which take about 1 GB of memory and a minute to check and preview.
+MAX_PLAN_BYTES = 256 * 2**20
 
 # -- log files (docs/security.md) ----------------------------------------------------------
 #: Bytes of one file name (a path's last part): what Linux file systems allow (NAME_MAX),
@@ -55,3 +60,9 @@ MAX_PLAN_BYTES = 2**30
 MAX_FILE_NAME_BYTES = 255 - 32
 #: Bytes of a whole path (PATH_MAX), less the same room.
 MAX_PATH_BYTES = 4096 - 32
+
+# -- reading results and traces (docs/security.md) -----------------------------------------
+#: Bytes of one line of a log: a list of a million per-batch times fits.
+MAX_LINE_BYTES = 16 * 2**20
+#: Bytes (decompressed) a trace's parser may read without completing an event.
+MAX_EVENT_BYTES = 4 * 2**20

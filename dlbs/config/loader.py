@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.config.documents import (
+    DUPLICATE_KEY,
     check_document,
     check_suffix,
     parse_document,
     parse_json,
     read_spec_bytes,
+    unique_keys,
 )
 from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
@@ -69,7 +71,9 @@ class SpecBuilder:
         self.bytes_left = MAX_SPEC_TOTAL_BYTES
 
     # -- files -----------------------------------------------------------------------------
-    def add_file(self, path: str | Path, _stack: tuple[Path, ...] = ()) -> None:
+    def add_file(self, path: str | Path, _stack: tuple[Path, ...] = (), *,
+                 default_config: bool = False) -> None:
+        """Add a spec file and its includes (`default_config`: see parse_document)."""
         path = Path(path)
         if "\x00" in str(path):
             raise ConfigError(f"{_stack[-1] if _stack else path}: a file name holds a NUL byte")
@@ -92,7 +96,7 @@ class SpecBuilder:
             raise ConfigError(f"{path}: the files of this spec add up to more than "
                               f"{MAX_SPEC_TOTAL_BYTES / 2**20:g} MiB",
                               hint="docs/security.md lists the budgets of specs")
-        document = parse_document(path, data)
+        document = parse_document(path, data, default_config)
         if document is None:
             document = {}
         _check_object(document, TOP_LEVEL_KEYS, str(path), "a spec", "top-level key")
@@ -221,7 +225,8 @@ class SpecBuilder:
         for index, text in enumerate(extensions):
             where = f"{CLI_SOURCE}: -E #{index + 1}"
             try:
-                extension = json.loads(text, parse_constant=_no_constant)
+                extension = json.loads(text, parse_constant=_no_constant,
+                                       object_pairs_hook=unique_keys)
             except json.JSONDecodeError as error:
                 raise ConfigError(f"{where} is not JSON: {error.msg} (column {error.colno})") \
                     from None
@@ -238,7 +243,7 @@ def load_spec(config: str | Path | None = None, *, defaults: bool = True,
     builder = SpecBuilder()
     if defaults:
         for path in default_config_files():
-            builder.add_file(path)
+            builder.add_file(path, default_config=True)
     if config is not None:
         builder.add_file(config)
     builder.add_cli(params, variables, extensions)
@@ -276,7 +281,7 @@ def _json_or_raw(text: str) -> Any:
     try:
         value = parse_json(text, CLI_SOURCE)
     except ConfigError as error:
-        if "nested more than" in error.message:
+        if "nested more than" in error.message or DUPLICATE_KEY in error.message:
             raise
         return text
     check_document(value, CLI_SOURCE)

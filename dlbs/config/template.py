@@ -32,6 +32,10 @@ class Expr:
     """A `$( ... )$` computed value; its body is rendered, then evaluated."""
 
     body: Template
+    # The body as the evaluator takes it: literal text between references, and the
+    # references (the text is literals[0], then each reference's value and the next literal).
+    literals: tuple[str, ...] = ()
+    refs: tuple[Ref, ...] = ()
 
 
 Part = str | Ref | Expr
@@ -47,13 +51,13 @@ class Template:
     # What computed names can be: the literal pieces of the name, with anything between two
     # pieces (`${${a}.b}` gives ("", ".b")). `wildcard_match` finds the names it can reach.
     patterns: frozenset[tuple[str, ...]] = field(default=frozenset())
+    # The one reference or expression that makes up the whole string, if that is so.
+    single: Ref | Expr | None = field(init=False, compare=False, repr=False)
 
-    @property
-    def single(self) -> Ref | Expr | None:
-        """The one reference or expression that makes up the whole string, if that is so."""
-        if len(self.parts) == 1 and not isinstance(self.parts[0], str):
-            return self.parts[0]
-        return None
+    def __post_init__(self) -> None:
+        single = self.parts[0] if len(self.parts) == 1 and \
+            not isinstance(self.parts[0], str) else None
+        object.__setattr__(self, "single", single)
 
     @property
     def is_literal(self) -> bool:
@@ -140,7 +144,7 @@ class _Parser:
                 static_refs |= body.static_refs
                 patterns |= body.patterns
                 _flush(parts, literal)
-                parts.append(Expr(body))
+                parts.append(_expression(body))
             else:
                 literal.append("$")
                 self.pos += 1
@@ -153,6 +157,17 @@ def _flush(parts: list[Part], literal: list[str]) -> None:
     if literal:
         parts.append("".join(literal))
         literal.clear()
+
+
+def _expression(body: Template) -> Expr:
+    literals, refs = [""], []
+    for part in body.parts:
+        if isinstance(part, str):
+            literals[-1] += part
+        else:
+            refs.append(part)
+            literals.append("")
+    return Expr(body, tuple(literals), tuple(refs))
 
 
 def _segments(parts: tuple[Part, ...]) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ single spaces, objects as compact JSON. Casting rules are section 6.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
@@ -14,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from dlbs.config.documents import unique_keys
 from dlbs.config.limits import INT_MAX, INT_MIN, MAX_NESTING, MAX_VALUE_CHARS
 from dlbs.errors import ConfigError
 from dlbs.util import exact_json
@@ -123,8 +125,9 @@ def cast(value: Any, declared: str | None) -> Any:
             return value
         if isinstance(value, str):
             try:
-                parsed = orjson.loads(value) if value.strip() else {}
-            except orjson.JSONDecodeError:
+                parsed = json.loads(value, object_pairs_hook=unique_keys) \
+                    if value.strip() else {}
+            except (ValueError, RecursionError):  # not JSON, a key twice, too deep
                 parsed = None
             if isinstance(parsed, dict):
                 return parsed

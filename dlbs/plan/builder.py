@@ -7,6 +7,7 @@ flat memory. Each is a plain dict of resolved, typed, checked parameters.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -25,7 +26,7 @@ from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.containment import contain
 from dlbs.plan.graph import references, sweep_dependencies
 from dlbs.plan.identity import ID_PARAMS, IdentitySets, default_sources, spec_set_names
-from dlbs.plan.resolver import Override, ResolutionContext, Resolver
+from dlbs.plan.resolver import Override, ResolutionContext, Resolved, Resolver
 
 ID = "exp.id"
 FRAMEWORK = "exp.framework"
@@ -54,6 +55,8 @@ class Planner:
         # Extensions with an `error` are rules: tested on each finished experiment.
         self.rules = [(index, ext) for index, ext in enumerate(self.extensions)
                       if ext.error is not None]
+        # The others add cases or parameters: their indices, in order.
+        self._growing = [index for index, ext in enumerate(self.extensions) if ext.error is None]
         self._rules_by_framework: dict[str | None, list[tuple[int, Extension]]] = {}
         self.duplicates = 0
         self.count = 0
@@ -94,6 +97,9 @@ class Planner:
                                      host_environment() if env is None else env, axis_keys,
                                      frozenset([ID]) if self.auto_id else frozenset())
         self._layouts: dict[str | None, _Layout] = {}
+        # Answers of extension and rule conditions, by the sweep inputs they test.
+        self._inputs: dict[int, tuple[str, ...] | None] = {}
+        self._matches: dict[tuple[Any, ...], dict[str, Override] | None] = {}
         self._seen: set[str] = set()
         # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
         self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
@@ -199,10 +205,10 @@ class Planner:
             overrides: dict[str, Override] = {}
             for axis_index, item_index in enumerate(combination):
                 overrides.update(axis_overrides[axis_index][item_index])
-            for state in self._extend(overrides, 0):
-                self._apply_rules(state)
-                experiment = self._finalize(state)
-                contain(experiment, ", ".join(o.label for o in state.values() if o.label))
+            for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
+                self._apply_rules(state, resolver)
+                experiment = self._finalize(state, resolver)
+                contain(experiment, resolver.describe())
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(
@@ -214,27 +220,33 @@ class Planner:
                 self.count += 1
                 yield experiment
 
-    def _extend(self, overrides: dict[str, Override], start: int) -> Iterator[dict[str, Override]]:
-        for ext_index in range(start, len(self.extensions)):
-            if self.extensions[ext_index].error is not None:
-                continue  # a rule, applied by _apply_rules once every extension has
-            groups = self._match(self.extensions[ext_index], ext_index, overrides)
+    def _resolver(self, overrides: dict[str, Override]) -> Resolver:
+        """The resolver of one set of overrides, its framework resolved first."""
+        resolver = Resolver(self.ctx, overrides)
+        resolver.framework = self._framework(resolver)
+        return resolver
+
+    def _extend(self, overrides: dict[str, Override], resolver: Resolver,
+                start: int) -> Iterator[tuple[dict[str, Override], Resolver]]:
+        # Rules (extensions with `error`) are applied by _apply_rules once every extension has.
+        for position in range(start, len(self._growing)):
+            ext_index = self._growing[position]
+            groups = self._match(self.extensions[ext_index], ext_index, overrides, resolver)
             if groups is None:
                 continue
             for case in self._extension_overrides[ext_index]:
                 extended = dict(overrides)
                 extended.update(groups)
                 extended.update(case)
-                yield from self._extend(extended, ext_index + 1)
+                yield from self._extend(extended, self._resolver(extended), position + 1)
             return
-        yield overrides
+        yield overrides, resolver
 
-    def _apply_rules(self, overrides: dict[str, Override]) -> None:
+    def _apply_rules(self, overrides: dict[str, Override], resolver: Resolver) -> None:
         """Refuse a finished experiment that a rule (an extension with `error`) matches."""
         if not self.rules:
             return
-        resolver = Resolver(self.ctx, overrides)
-        resolver.framework = framework = self._framework(resolver)
+        framework = resolver.framework
         rules = self._rules_by_framework.get(framework)
         if rules is None:
             # The rules this framework's experiments can break: a rule whose test of a value
@@ -264,14 +276,44 @@ class Planner:
         return True
 
     def _match(self, ext: Extension, index: int, overrides: dict[str, Override],
-               resolver: Resolver | None = None) -> dict[str, Override] | None:
+               resolver: Resolver) -> dict[str, Override] | None:
         """The regex-group overrides when every test of `ext` holds, else None.
 
-        `resolver` (of these overrides) is reused when given.
+        `resolver` is the resolver of these overrides. The answer depends on the values the
+        condition tests, and so on the sweep inputs they reach: it is kept by those.
         """
-        if resolver is None:
-            resolver = Resolver(self.ctx, overrides)
-            resolver.framework = self._framework(resolver)
+        inputs = self._condition_inputs(index, ext)
+        if inputs is None:
+            return self._test(ext, index, resolver)
+        key = (index, resolver.framework, *resolver.tokens(inputs))
+        try:
+            return self._matches[key]
+        except KeyError:
+            pass
+        groups = self._matches[key] = self._test(ext, index, resolver)
+        return groups
+
+    def _condition_inputs(self, index: int, ext: Extension) -> tuple[str, ...] | None:
+        """The sweep inputs a condition's values reach; None if its answer is not kept."""
+        try:
+            return self._inputs[index]
+        except KeyError:
+            pass
+        reached: set[str] | None = set()
+        for name in ext.condition:
+            deps = self.ctx.deps.get(name)
+            if deps is None:  # not a parameter: looked up every time, as it is resolved
+                reached = None
+                break
+            reached.update(deps)
+        inputs = tuple(sorted(reached)) if reached is not None else None
+        if inputs is not None and not self.ctx.shared(inputs):
+            inputs = None  # different in every experiment: keeping it would only cost memory
+        self._inputs[index] = inputs
+        return inputs
+
+    def _test(self, ext: Extension, index: int,
+              resolver: Resolver) -> dict[str, Override] | None:
         groups: dict[str, Override] = {}
         for name, test in ext.condition.items():
             if not resolver.has(name):
@@ -303,17 +345,23 @@ class Planner:
         value = resolver.value(FRAMEWORK)
         return None if value is None else str(value)
 
-    def _finalize(self, overrides: dict[str, Override]) -> dict[str, Any]:
-        resolver = Resolver(self.ctx, overrides)
-        framework = self._framework(resolver)
-        resolver.framework = framework
+    def _finalize(self, overrides: dict[str, Override], resolver: Resolver) -> dict[str, Any]:
+        framework = resolver.framework
         layout = self._layouts.get(framework)
         if layout is None:
             layout = self._layouts[framework] = self._layout(resolver)
         experiment = dict(layout.template)
         excluded: set[str] | frozenset[str] = layout.not_in_id
-        for name in layout.varying:
-            entry = resolver.entry(name)
+        changed = self._changed(layout, overrides)
+        if changed is None:
+            entries = [resolver.entry(name) for name in layout.varying]
+        else:  # the sweep's order changes a few inputs at a time: take the rest as they were
+            resolver.since = (layout.last[0], changed)
+            entries = [entry if inputs.isdisjoint(changed) else resolver.entry(name)
+                       for name, inputs, entry in zip(layout.varying, layout.inputs,
+                                                      layout.last[1])]
+        layout.last = (overrides, entries)
+        for name, entry in zip(layout.varying, entries):
             experiment[name] = entry.value
             if entry.host:
                 excluded = excluded | {name}
@@ -329,7 +377,12 @@ class Planner:
         if unset:
             excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
-            experiment[ID] = identity = self._identity(experiment, excluded)
+            if excluded is layout.not_in_id and len(experiment) == len(layout.template):
+                payload = dict(zip(layout.id_keys, layout.id_values(experiment)))
+            else:  # a host value among the varying ones, or a parameter the layout lacks
+                payload = {name: value for name, value in experiment.items()
+                           if name not in excluded}
+            experiment[ID] = identity = _identity(payload)
             with_id = dict(overrides)
             with_id[ID] = Override(identity, identity, "<plan>")
             resolver.overrides = with_id
@@ -339,9 +392,21 @@ class Planner:
             experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
-    def _identity(self, experiment: dict[str, Any], excluded: set[str] | frozenset[str]) -> str:
-        payload = {name: value for name, value in experiment.items() if name not in excluded}
-        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+    @staticmethod
+    def _changed(layout: _Layout, overrides: dict[str, Override]) -> set[str] | None:
+        """The inputs whose overrides differ from the last experiment's of this layout.
+
+        None when there is none. Overrides are made once per axis item and extension case,
+        so an input whose override is the same object has the same raw value.
+        """
+        if layout.last is None:
+            return None
+        before = layout.last[0]
+        changed = {name for name, override in overrides.items()
+                   if before.get(name) is not override}
+        changed.update(name for name in before if name not in overrides)
+        return changed
+
 
     def _layout(self, resolver: Resolver) -> _Layout:
         """Per framework: parameter order, values shared by all experiments, the rest's names."""
@@ -366,20 +431,35 @@ class Planner:
                     host.add(name)
         not_in_id = frozenset(host | set(post_id) | {ID, *NOT_IN_ID} | {
             name for name in template if name.startswith("results.")})
-        return _Layout(template, not_in_id, tuple(varying), tuple(post_id))
+        inputs = tuple(frozenset(deps[name]) for name in varying)
+        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs)
 
 
 class _Layout:
     """What all experiments of one framework share."""
 
-    __slots__ = ("template", "not_in_id", "varying", "post_id")
+    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last", "id_keys",
+                 "id_values")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
-                 varying: tuple[str, ...], post_id: tuple[str, ...]) -> None:
+                 varying: tuple[str, ...], post_id: tuple[str, ...],
+                 inputs: tuple[frozenset[str], ...]) -> None:
         self.template = template  # every parameter in order; values shared by all experiments
         self.not_in_id = not_in_id  # host values, outputs, the id and what depends on it
         self.varying = varying  # parameters the sweep can change
         self.post_id = post_id  # parameters that reference exp.id
+        self.inputs = inputs  # per varying parameter: the sweep inputs it reaches
+        # The last experiment of this layout: its overrides and the entries of `varying`.
+        self.last: tuple[dict[str, Override], list[Resolved]] | None = None
+        # The parameters that identify an experiment, and a getter of their values.
+        self.id_keys = tuple(name for name in template if name not in not_in_id)
+        self.id_values = operator.itemgetter(*self.id_keys) if len(self.id_keys) > 1 else \
+            lambda experiment: tuple(experiment[name] for name in self.id_keys)
+
+
+def _identity(payload: dict[str, Any]) -> str:
+    """exp.id: the hash of the values that identify an experiment, whatever their order."""
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
 def max_experiments(spec: Spec) -> int:

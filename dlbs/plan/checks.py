@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.plan.builder import FRAMEWORK, Planner
+from dlbs.plan.containment import LOG_DIR, LOG_FILE, RESULTS_DB, TRACE_FILE, WRITTEN
 from dlbs.plan.repeated_flags import repeated_flags
 from dlbs.plan.unused import unused_parameters
 
@@ -22,17 +24,20 @@ class RunChecks:
     """What makes a plan unrunnable as a whole (docs/running.md), one experiment at a time.
 
     Whole-sweep settings that differ, several local experiments at once on the CPU, requests
-    that conflict. `dlbs run --plan` uses it too (`run_problems`): a plan file is not
-    checked by the planner.
+    that conflict, two files that a run writes (logs, traces, results databases) in one
+    place. `dlbs run --plan` uses it too (`run_problems`): a plan file is not checked by the
+    planner.
     """
 
     def __init__(self) -> None:
         self.problems: list[str] = []
         self._first: dict[str, tuple[int, Any]] = {}
+        #: Each file written so far (absolute): the first experiment and parameter to write it.
+        self._files: dict[str, tuple[int, str]] = {}
 
     def add(self, index: int, experiment: dict[str, Any]) -> None:
         """Check experiment #`index` (counted from 1)."""
-        found: list[str] = []
+        found = self._shared_files(index, experiment)
         for name in SWEEP_WIDE:
             if name not in experiment:
                 continue
@@ -61,6 +66,53 @@ class RunChecks:
         self.problems += found
 
 
+    def _shared_files(self, index: int, experiment: dict[str, Any]) -> list[str]:
+        """One experiment's file that another one writes (or it writes twice): the problems.
+
+        A results database may be shared by every experiment; nothing else may be shared,
+        and no log or trace may be a database.
+        """
+        found = []
+        for name, path in written_files(experiment):
+            key = os.path.abspath(path)
+            first = self._files.setdefault(key, (index, name))
+            if first == (index, name) or (name == first[1] == RESULTS_DB):
+                continue
+            if first[1] == name:
+                found.append(f"experiments #{first[0]} and #{index} write the same "
+                             f"{WRITTEN[name]} {path!r}")
+            else:
+                # Said of the log or trace, not of a database that was there first.
+                (owner, kind), (writer, wrong) = (first, (index, name)) \
+                    if name != RESULTS_DB else ((index, name), first)
+                whose = "its own" if owner == writer else f"experiment #{owner}'s"
+                found.append(f"experiment #{writer} writes its {WRITTEN[wrong]} ({wrong}) to "
+                             f"{whose} {WRITTEN[kind]} {path!r}")
+        return found
+
+
+def written_files(experiment: dict[str, Any]) -> list[tuple[str, str]]:
+    """(parameter, path) of each file a run of `experiment` writes.
+
+    Its log, its trace (when it traces) and its results database (`runtime.results_db`, else
+    `results.db` in `exp.log_dir`).
+    """
+    found = []
+    log_file = experiment.get(LOG_FILE)
+    if isinstance(log_file, str) and log_file:
+        found.append((LOG_FILE, log_file))
+    trace_file = experiment.get(TRACE_FILE)
+    if isinstance(trace_file, str) and trace_file and \
+            str(experiment.get("exp.trace_level") or "none") != "none":
+        found.append((TRACE_FILE, trace_file))
+    database = experiment.get(RESULTS_DB) or (
+        os.path.join(experiment[LOG_DIR], "results.db")
+        if isinstance(experiment.get(LOG_DIR), str) else None)
+    if isinstance(database, str) and database:
+        found.append((RESULTS_DB, database))
+    return found
+
+
 def run_problems(experiments: Iterable[dict[str, Any]]) -> list[str]:
     """`RunChecks` of a whole plan."""
     checks = RunChecks()
@@ -83,7 +135,6 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
                injected_env: Iterable[str] = ("DLBS_ROOT",)) -> PlanReport:
     """Build (or take) the plan and check it as a whole."""
     report = PlanReport(warnings=unused_parameters(planner.spec))
-    log_files: dict[str, int] = {}
     half_without_tensor_cores: Counter[str] = Counter()
     with_model_opts = 0
     run_checks = RunChecks()
@@ -91,12 +142,6 @@ def check_plan(planner: Planner, experiments: Iterable[dict[str, Any]] | None = 
             planner.experiments() if experiments is None else experiments, start=1):
         report.experiments += 1
         run_checks.add(index, experiment)
-        log_file = experiment.get("exp.log_file")
-        if isinstance(log_file, str) and log_file:
-            first = log_files.setdefault(log_file, index)
-            if first != index:
-                report.problems.append(
-                    f"experiments #{first} and #{index} write the same log file {log_file!r}")
         framework = experiment.get(FRAMEWORK)
         if isinstance(framework, str):
             template = planner.params.get(f"{framework}.args")

@@ -1,20 +1,22 @@
-"""Where an experiment may write: its id, its log folder and its log file (docs/security.md).
+"""Where an experiment may write: its id, its log folder and its files (docs/security.md).
 
 Checked for every experiment when the plan is made (and when a plan file is read), so that
 no value can steer a run's files outside the folder the user chose:
 - `exp.id` is a plain word (`dlbs.config.names.EXPERIMENT_ID`), whether computed or set;
 - `exp.log_dir`, when the experiment has one, is not empty (an empty folder would put the
   results database and the lock in `/`);
-- `exp.log_file` is normalised (`logs/./a//b.log` -> `logs/a/b.log`), its parts fit a file
-  system's limits, and a `..` in it may not lead out of `exp.log_dir`. A log file elsewhere
-  is allowed only as an absolute path without `..`: written so on purpose, not assembled
-  from a value such as `exp.model: ../../x`.
+- every file a run writes (`WRITTEN`: the log, the trace, the results database) is
+  normalised (`logs/./a//b.log` -> `logs/a/b.log`), its parts fit a file system's limits,
+  and a `..` in it may not lead out of `exp.log_dir`. A file elsewhere is allowed only as an
+  absolute path without `..`: written so on purpose, not assembled from a value such as
+  `exp.model: ../../x`. (Two experiments writing one file: `checks.RunChecks`.)
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import Any
 
 from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
@@ -24,10 +26,17 @@ from dlbs.errors import PlanError
 ID = "exp.id"
 LOG_DIR = "exp.log_dir"
 LOG_FILE = "exp.log_file"
+TRACE_FILE = "exp.trace_file"
+RESULTS_DB = "runtime.results_db"
+#: A URL's scheme: a results database on a server, not a file to contain.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+#: The files a run writes, by parameter, and what each is called in messages; an empty
+#: value means none (an experiment that is not traced has no trace file), except the log.
+WRITTEN = {LOG_FILE: "log file", TRACE_FILE: "trace file", RESULTS_DB: "results database"}
 
 
 def contain(experiment: dict[str, Any], label: str) -> None:
-    """Check (and normalise, in place) the experiment's id and log paths; see the module doc.
+    """Check (and normalise, in place) the experiment's id and files; see the module doc.
 
     `label` says which experiment it is in the error message.
     """
@@ -45,23 +54,30 @@ def contain(experiment: dict[str, Any], label: str) -> None:
                             hint="name the folder of the logs and the results database "
                                  "(default: logs)")
         _check_lengths(LOG_DIR, folder, where)
-    log_file = experiment.get(LOG_FILE)
-    if log_file is None:
+    for name in WRITTEN:
+        _contain_file(experiment, name, folder, where)
+
+
+def _contain_file(experiment: dict[str, Any], name: str, folder: Any, where: str) -> None:
+    """The rules of the module doc for the file `name` names (normalised in place)."""
+    path = experiment.get(name)
+    if path is None or (path == "" and name != LOG_FILE):
         return
-    if not isinstance(log_file, str) or not log_file.strip():
-        raise PlanError(f"{LOG_FILE} is empty{where}")
-    if log_file.endswith("/"):
-        raise PlanError(f"{LOG_FILE} {_shown(log_file)} names a folder, not a file{where}")
-    _check_lengths(LOG_FILE, log_file, where)
-    normal = posixpath.normpath(log_file)
-    if ".." in log_file.split("/") and not _inside(normal, folder):
+    if name == RESULTS_DB and isinstance(path, str) and _URL.match(path):
+        return  # a database server's URL (postgresql://...), no file: the store checks it
+    if not isinstance(path, str) or not path.strip():
+        raise PlanError(f"{name} is empty{where}")
+    if path.endswith("/"):
+        raise PlanError(f"{name} {_shown(path)} names a folder, not a file{where}")
+    _check_lengths(name, path, where)
+    normal = posixpath.normpath(path)
+    if ".." in path.split("/") and not _inside(normal, folder):
         target = f"{LOG_DIR} {_shown(folder)}" if isinstance(folder, str) else "its folder"
-        raise PlanError(f"{LOG_FILE} {_shown(log_file)} leads out of {target} through "
-                        f"'..'{where}",
+        raise PlanError(f"{name} {_shown(path)} leads out of {target} through '..'{where}",
                         hint="a value such as exp.id or exp.model must not hold '..' or '/'; "
-                             "a log file elsewhere is an absolute path without '..'")
-    if normal != log_file:
-        experiment[LOG_FILE] = normal
+                             f"a {WRITTEN[name]} elsewhere is an absolute path without '..'")
+    if normal != path:
+        experiment[name] = normal
 
 
 def _inside(path: str, folder: Any) -> bool:

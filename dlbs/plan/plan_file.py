@@ -13,13 +13,13 @@ The first problem is one PlanError naming the file and the experiment.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
+from dlbs.config.documents import unique_keys
 from dlbs.config.limits import MAX_PLAN_BYTES
 from dlbs.config.loader import load_spec
 from dlbs.config.names import NAME_RULE, is_name
@@ -29,7 +29,6 @@ from dlbs.errors import ConfigError, PlanError
 from dlbs.plan.builder import ID, MAX_EXPERIMENTS, condition_holds, max_experiments
 from dlbs.plan.containment import contain
 from dlbs.plan.resolver import check_value
-from dlbs.util.exact_json import has_long_digits
 
 
 def read_plan(path: str | os.PathLike[str], spec: Spec | None = None) -> list[dict[str, Any]]:
@@ -56,21 +55,28 @@ def _read(path: str) -> bytes:
     except OSError as error:
         raise PlanError(f"{path}: cannot read the plan: {error.strerror or error}") from None
     if len(data) > MAX_PLAN_BYTES:
-        raise PlanError(f"{path}: the plan is larger than {MAX_PLAN_BYTES / 2**30:g} GiB")
+        raise PlanError(f"{path}: the plan is larger than {MAX_PLAN_BYTES / 2**20:g} MiB, the "
+                        f"most a plan file may be",
+                        hint="split the sweep into several plans (docs/security.md)")
     return data
 
 
 def parse_plan(data: bytes, where: str) -> list[Any]:
-    """The JSON values of a plan file: one list, or one value per non-blank line."""
-    # orjson reads an integer beyond 64 bits as a float; such a plan is read by Python's
-    # json, which keeps it exact, so that it is refused as too large instead of rounded.
-    exact = has_long_digits(data)
+    """The JSON values of a plan file: one list, or one value per non-blank line.
+
+    Python's json reads it (integers beyond 64 bits stay exact, to be refused as too large
+    rather than rounded), through `_Objects`: a key twice in one object is refused, as YAML
+    refuses it, and equal texts are one object, so that a plan's thousands of experiments
+    share their values in memory.
+    """
+    objects = _Objects()
     try:
         if data.lstrip().startswith(b"["):
-            experiments = _loads(data, exact)
+            experiments = _loads(data.decode("utf-8"), objects)
         else:
-            experiments = [_loads(line, exact) for line in data.splitlines() if line.strip()]
-    except (orjson.JSONDecodeError, ValueError, RecursionError, UnicodeDecodeError) as error:
+            experiments = [_loads(line.decode("utf-8"), objects)
+                           for line in data.splitlines() if line.strip()]
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError too
         reason = " ".join(str(error).split())[:200] or "nested too deeply"
         raise PlanError(f"{where}: not a plan written by `dlbs plan`: {reason}") from None
     if not isinstance(experiments, list):
@@ -78,14 +84,35 @@ def parse_plan(data: bytes, where: str) -> list[Any]:
     return experiments
 
 
-def _loads(data: bytes, exact: bool) -> Any:
-    if not exact:
-        return orjson.loads(data)
-    return json.loads(data, parse_constant=_no_constant)
+def _loads(text: str, objects: _Objects) -> Any:
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite,
+                      object_pairs_hook=objects)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400
+        raise ValueError(f"{text[:40]} is beyond the range of a float")
+    return number
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+class _Objects:
+    """The objects of a plan as they are read: unique keys, shared texts (see `parse_plan`)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = unique_keys(pairs)
+        texts = self._texts
+        for key, value in pairs:
+            if type(value) is str:
+                made[key] = texts.setdefault(value, value)
+        return made
 
 
 def validate_plan(experiments: list[Any], where: str, spec: Spec) -> list[dict[str, Any]]:
@@ -97,6 +124,7 @@ def validate_plan(experiments: list[Any], where: str, spec: Spec) -> list[dict[s
     declared = {name: definition for name, definition in spec.params.items()
                 if _checks_something(definition)}
     rules = [extension for extension in spec.extensions if extension.error is not None]
+    checked: dict[tuple[str, Any], Any] = {}
     seen: dict[Any, int] = {}
     for index, experiment in enumerate(experiments, start=1):
         if not isinstance(experiment, dict):
@@ -104,7 +132,7 @@ def validate_plan(experiments: list[Any], where: str, spec: Spec) -> list[dict[s
         label = f"#{index}" + (f" {experiment[ID]}" if isinstance(experiment.get(ID), str) and
                                len(experiment[ID]) <= 64 else "")
         try:
-            _check_experiment(experiment, declared, rules)
+            _check_experiment(experiment, declared, rules, checked)
             contain(experiment, "")
         except (ConfigError, PlanError) as error:
             raise PlanError(f"{where}: experiment {label}: {error.message}",
@@ -125,11 +153,22 @@ def _checks_something(definition: ParamDef) -> bool:
 
 
 def _check_experiment(experiment: dict[str, Any], declared: Mapping[str, ParamDef],
-                      rules: list[Extension]) -> None:
+                      rules: list[Extension], checked: dict[tuple[str, Any], Any]) -> None:
+    """Check one experiment; `checked` remembers the texts and integers that passed.
+
+    A plan's experiments repeat most of their values: each (name, value) is checked once.
+    """
     for name, value in experiment.items():
+        kind = type(value)
+        if kind is str or kind is int:
+            known = checked.get((name, value), checked)
+            if known is not checked:
+                experiment[name] = known
+                continue
         if not is_name(name):
             shown = repr(name) if len(name) <= 60 else repr(name[:57]) + "..."
             raise ConfigError(f"invalid parameter name {shown}", hint=NAME_RULE)
+        given = value
         try:
             if type(value) is not int:  # an int is checked against min and max first
                 check_plain(value)
@@ -140,6 +179,8 @@ def _check_experiment(experiment: dict[str, Any], declared: Mapping[str, ParamDe
         except ConfigError as error:
             raise ConfigError(f"parameter {name!r}: {error.message}", hint=error.hint) \
                 from None
+        if kind is str or kind is int:
+            checked[(name, given)] = value
     for rule in rules:
         if all(_holds(experiment, name, test) for name, test in rule.condition.items()):
             tested = ", ".join(f"{name}={render(experiment[name])}" for name in rule.condition)

@@ -8,19 +8,25 @@ distinct value is computed once however many experiments share it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import re
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dlbs.config.evaluator import SafeEvaluator
+from dlbs.config.evaluator import SYNTAX_ERROR, SafeEvaluator
 from dlbs.config.limits import MAX_ITEMS, MAX_VALUE_CHARS
 from dlbs.config.loader import suggest
 from dlbs.config.patterns import fullmatch
 from dlbs.config.spec import ParamDef
-from dlbs.config.template import Expr, Ref, Template, parse
+from dlbs.config.template import Expr, Part, Ref, Template, parse
 from dlbs.config.values import cast, check_plain, normalise, render, shell_word
 from dlbs.errors import ConfigError
-from dlbs.plan.graph import matching
+from dlbs.plan.graph import Pattern, matching
+
+# A run of a string's parts: (its memo key, or None: made each time), the parts, their inputs.
+Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
+StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
+Segment = tuple[object | None, tuple[Any, ...], frozenset[str] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,25 +64,103 @@ class ResolutionContext:
         self.env = env
         self.evaluator = SafeEvaluator()
         self.memo: dict[tuple[Any, ...], Resolved] = {}
-        self._template_deps: dict[str, tuple[str, ...] | None] = {}
+        self._strings: dict[str, StringInfo] = {}
+        self._definitions: dict[tuple[str, str | None], ParamDef | None] = {}
+        self._lists: dict[int, tuple[list[Any], list[Segment]]] = {}
+        # (id of a list, framework) -> the overrides it was last resolved for, and per
+        # segment: its values, whether one spliced a list in, and `host`.
+        self.last_lists: dict[tuple[int, str | None],
+                              tuple[Mapping[str, Override],
+                                    list[tuple[list[Any], bool, bool]]]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
-    def template_deps(self, raw: str, template: Template) -> tuple[str, ...]:
-        """The varying names a string's value can depend on."""
+    def string(self, raw: str) -> StringInfo:
+        """A string's parsed template, the varying names it can depend on, `shared`, runs."""
         try:
-            return self._template_deps[raw]
+            return self._strings[raw]
         except KeyError:
             pass
-        names = set(template.static_refs)
-        if template.patterns:
-            names |= matching(template.patterns, self.deps)
+        template = parse(raw)
+        deps = self._reached(template.static_refs, template.patterns)
+        shared = self.shared(deps)
+        found = self._strings[raw] = (template, deps, shared,
+                                      None if shared else self._runs(template))
+        return found
+
+    def _reached(self, names: Iterable[str], patterns: Iterable[Pattern] = ()) -> tuple[str, ...]:
+        names = set(names)
+        if patterns:
+            names |= matching(patterns, self.deps)
         reached: set[str] = set()
         for name in names:
             reached.update(self.deps.get(name, ()))
-        deps = tuple(sorted(reached))
-        self._template_deps[raw] = deps
-        return deps
+        return tuple(sorted(reached))
+
+    def _runs(self, template: Template) -> list[Run] | None:
+        """The parts of a string that differs in every experiment, in runs that may not.
+
+        `${exp.log_dir}/${exp.model}_${exp.id}.log` is new in each experiment, but all that
+        comes before `${exp.id}` is shared: that run's text is kept as values are, by the
+        inputs it reaches, and the rest is made each time. None: nothing worth keeping.
+        """
+        if template.single is not None or not all(
+                isinstance(part, str) or isinstance(part, Ref) and isinstance(part.name, str)
+                for part in template.parts):
+            return None
+        runs: list[Run] = []
+        run: list[Part] = []
+        for part in (*template.parts, None):
+            deps = () if part is None or isinstance(part, str) else self._reached([part.name])
+            if part is not None and self.shared(deps):
+                run.append(part)
+                continue
+            if run:
+                run_deps = self._reached(p.name for p in run if isinstance(p, Ref))
+                if sum(isinstance(p, Ref) for p in run) > 1 and self.shared(run_deps):
+                    runs.append((object(), tuple(run), run_deps))
+                else:
+                    runs.extend((None, (p,), ()) for p in run)
+                run = []
+            if part is not None:
+                runs.append((None, (part,), ()))
+        return runs if any(key is not None for key, _, _ in runs) else None
+
+    def list_segments(self, raw: list[Any]) -> list[Segment]:
+        """A list's items in segments, each (a memo key or None, its items, their inputs).
+
+        Items that no sweep changes make runs, each with a memo key and no inputs; any other
+        item is a segment of its own, with the inputs it reaches (None: unknown).
+        """
+        found = self._lists.get(id(raw))
+        if found is not None and found[0] is raw:
+            return found[1]
+        segments: list[Segment] = []
+        run: list[str] = []
+        for item in raw:
+            inputs = self._inputs(item)
+            if inputs is not None and not inputs:
+                run.append(item)
+                continue
+            if run:
+                segments.append((object(), tuple(run), frozenset()))
+                run = []
+            segments.append((None, (item,), inputs))
+        if run:
+            segments.append((object(), tuple(run), frozenset()))
+        self._lists[id(raw)] = (raw, segments)  # holding `raw` keeps its id its own
+        return segments
+
+    def _inputs(self, item: Any) -> frozenset[str] | None:
+        """The sweep inputs a list item reaches; None for anything but a string."""
+        if not isinstance(item, str):
+            return None
+        if "$" not in item:
+            return frozenset()
+        try:
+            return frozenset(self.string(item)[1])
+        except ConfigError:
+            return None  # reported when its turn comes, after the items before it
 
     def shared(self, deps: tuple[str, ...]) -> bool:
         """Whether values depending on `deps` can repeat between experiments.
@@ -94,10 +178,27 @@ class ResolutionContext:
             self._unique[deps] = shared
             return shared
 
+    def definition(self, name: str, framework: str | None) -> ParamDef | None:
+        """The definition of `name` that experiments of `framework` see, if any."""
+        key = (name, framework)
+        try:
+            return self._definitions[key]
+        except KeyError:
+            pass
+        definition = self.params.get(name)
+        if definition is not None and not self.visible(name, framework):
+            definition = None
+        self._definitions[key] = definition
+        return definition
+
     def visible(self, name: str, framework: str | None) -> bool:
         """False for names in the namespace of a framework other than the experiment's."""
         prefix = name.partition(".")[0]
         return prefix not in self.frameworks or prefix == framework
+
+
+#: A character that ends or escapes the quotes an expression puts a value in.
+_BREAKS_QUOTES = re.compile("['\"\\\\\n\r]")
 
 
 def _located(error: ConfigError) -> bool:
@@ -107,15 +208,19 @@ def _located(error: ConfigError) -> bool:
 class Resolver:
     """Resolves names for one experiment (one set of overrides)."""
 
-    __slots__ = ("ctx", "_overrides", "_tokens", "framework", "_stack", "_host")
+    __slots__ = ("ctx", "_overrides", "_tokens", "_framework", "_stack", "_host", "_local",
+                 "since")
 
     def __init__(self, ctx: ResolutionContext, overrides: Mapping[str, Override],
                  framework: str | None = None) -> None:
         self.ctx = ctx
+        self._framework = framework
         self.overrides = overrides
-        self.framework = framework
         self._stack: list[str] = []
         self._host = False
+        # (the overrides of the experiment before, the inputs that changed since): lists
+        # keep the segments whose inputs did not change. Set by the planner.
+        self.since: tuple[Mapping[str, Override], set[str]] | None = None
 
     @property
     def overrides(self) -> Mapping[str, Override]:
@@ -125,27 +230,43 @@ class Resolver:
     def overrides(self, overrides: Mapping[str, Override]) -> None:
         self._overrides = overrides
         self._tokens = {name: override.token for name, override in overrides.items()}
+        # Values of this experiment alone (they depend on exp.id, or on every axis): kept for
+        # the references that repeat them, until an override changes.
+        self._local: dict[str, Resolved] = {}
+
+    @property
+    def framework(self) -> str | None:
+        return self._framework
+
+    @framework.setter
+    def framework(self, framework: str | None) -> None:
+        self._framework = framework
+        self._local = {}
 
     # -- public ------------------------------------------------------------------------------
     def has(self, name: str) -> bool:
-        if name in self.overrides:
+        if name in self._overrides:
             return True
-        return name in self.ctx.params and self.ctx.visible(name, self.framework)
+        return name in self.ctx.params and self.ctx.visible(name, self._framework)
 
     def value(self, name: str) -> Any:
         return self.entry(name).value
+
+    def tokens(self, names: tuple[str, ...]) -> tuple[Hashable, ...]:
+        """The overrides' tokens of `names` (None where not overridden): equal, same inputs."""
+        return tuple(map(self._tokens.get, names))
 
     def entry(self, name: str) -> Resolved:
         ctx = self.ctx
         deps = ctx.deps.get(name)
         if deps is not None:
-            key = (name, self.framework, *map(self._tokens.get, deps))
-            hit = ctx.memo.get(key)
+            key = (name, self._framework, *map(self._tokens.get, deps))
+            hit = ctx.memo.get(key) or self._local.get(name)
             if hit is not None:
                 self._host = self._host or hit.host
                 return hit
         else:
-            key = None
+            key = None  # from the environment: each referrer is recorded (env_used)
         if name in self._stack:
             cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
             raise self._error(self._stack[-1], f"cycle: {cycle}")
@@ -161,22 +282,23 @@ class Resolver:
             self._stack.pop()
         definition = self.ctx.params.get(name)
         entry = Resolved(value, self._host or (definition is not None and definition.host))
-        if key is not None and ctx.shared(deps):
-            ctx.memo[key] = entry
+        if key is not None:
+            if ctx.shared(deps):
+                ctx.memo[key] = entry
+            else:
+                self._local[name] = entry
         self._host = outer_host or entry.host
         return entry
 
     def describe(self) -> str:
         """The sweep values that identify this experiment, for error messages."""
-        labels = [o.label for o in self.overrides.values() if o.label]
+        labels = [o.label for o in self._overrides.values() if o.label]
         return ", ".join(labels)
 
     # -- resolution --------------------------------------------------------------------------
     def _compute(self, name: str) -> Any:
-        override = self.overrides.get(name)
-        definition = self.ctx.params.get(name)
-        if definition is not None and not self.ctx.visible(name, self.framework):
-            definition = None
+        override = self._overrides.get(name)
+        definition = self.ctx.definition(name, self._framework)
         if override is not None:
             raw = override.raw
         elif definition is not None:
@@ -194,8 +316,8 @@ class Resolver:
         env_value = self.ctx.env.get(name)
         referrer = self._stack[-2] if len(self._stack) > 1 else name
         if env_value is None:
-            candidates = [n for n in self.ctx.params if self.ctx.visible(n, self.framework)]
-            candidates += list(self.overrides)
+            candidates = [n for n in self.ctx.params if self.ctx.visible(n, self._framework)]
+            candidates += list(self._overrides)
             raise self._error(referrer, f"undefined name {name!r} (neither a parameter nor "
                                         f"an environment variable)",
                               suggest(name, candidates))
@@ -207,14 +329,15 @@ class Resolver:
         if isinstance(raw, str):
             if "$" not in raw:
                 return raw
-            template = parse(raw)
-            deps = self.ctx.template_deps(raw, template)
-            key = (raw, list_item, self.framework, *map(self._tokens.get, deps))
+            template, deps, shared, runs = self.ctx.string(raw)
+            key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
             hit = self.ctx.memo.get(key)
             if hit is None:
                 outer_host, self._host = self._host, False
-                hit = Resolved(self._render(template, list_item), self._host)
-                if self.ctx.shared(deps):
+                value = self._render(template, list_item) if runs is None else \
+                    self._render_runs(runs, list_item)
+                hit = Resolved(value, self._host)
+                if shared:
                     self.ctx.memo[key] = hit
                 self._host = outer_host
             self._host = self._host or hit.host
@@ -235,9 +358,14 @@ class Resolver:
             return value
         if single is not None:
             return self._expr(single)
-        out = []
-        length = 0
-        for part in template.parts:
+        out: list[str] = []
+        self._render_parts(template.parts, list_item, out, 0)
+        return "".join(out)
+
+    def _render_parts(self, parts: tuple[Part, ...], list_item: bool, out: list[str],
+                      length: int) -> int:
+        """Append the texts of `parts` to `out`; returns the length of all of `out`."""
+        for part in parts:
             if isinstance(part, str):
                 text = part
             else:
@@ -250,27 +378,96 @@ class Resolver:
             # is checked before the text is made, so that doubling stops at the limit.
             length += len(text)
             if length > MAX_VALUE_CHARS:
-                raise ConfigError(f"the value would be more than {MAX_VALUE_CHARS:,} "
-                                  f"characters long")
+                raise _too_long()
             out.append(text)
+        return length
+
+    def _render_runs(self, runs: list[Run], list_item: bool) -> str:
+        """`_render` of a string's runs (ResolutionContext._runs): kept ones are looked up."""
+        out: list[str] = []
+        length = 0
+        memo = self.ctx.memo
+        for run, parts, deps in runs:
+            if run is None:
+                length = self._render_parts(parts, list_item, out, length)
+                continue
+            key = (run, list_item, self._framework, *map(self._tokens.get, deps))
+            hit = memo.get(key)
+            if hit is None:
+                outer_host, self._host = self._host, False
+                start = len(out)
+                length = self._render_parts(parts, list_item, out, length)
+                memo[key] = Resolved("".join(out[start:]), self._host)
+                self._host = outer_host or self._host
+                continue
+            # The text grows part by part: past the limit at its end, past it inside.
+            length += len(hit.value)
+            if length > MAX_VALUE_CHARS:
+                raise _too_long()
+            out.append(hit.value)
+            self._host = self._host or hit.host
         return "".join(out)
 
     def _resolve_list(self, raw: list[Any]) -> list[Any]:
         out: list[Any] = []
-        for item in raw:
+        memo = self.ctx.memo
+        segments = self.ctx.list_segments(raw)
+        # The last experiment's segments of this list, when `since` says what changed since.
+        key = (id(raw), self._framework)
+        last = self.ctx.last_lists.get(key)
+        changed = self.since[1] if self.since is not None and last is not None and \
+            last[0] is self.since[0] else None
+        made: list[tuple[list[Any], bool, bool]] = []
+        for index, (run, items, inputs) in enumerate(segments):
+            if changed is not None and inputs is not None and inputs.isdisjoint(changed):
+                segment = last[1][index]
+                # A spliced list is checked against what comes before it: replay when it can fail.
+                if not segment[1] or len(out) + len(segment[0]) <= MAX_ITEMS:
+                    out.extend(segment[0])
+                    self._host = self._host or segment[2]
+                    made.append(segment)
+                    continue
+            outer_host, self._host = self._host, False
+            start = len(out)
+            if run is None:
+                spliced = self._resolve_items(items, out)
+            else:  # items that no sweep changes (most of an argument list): once per plan
+                hit = memo.get((run, self._framework))
+                if hit is not None and (not hit.value[1] or
+                                        len(out) + len(hit.value[0]) <= MAX_ITEMS):
+                    out.extend(hit.value[0])
+                    spliced = hit.value[1]
+                    self._host = hit.host
+                else:
+                    spliced = self._resolve_items(items, out)
+                    memo[(run, self._framework)] = Resolved((out[start:], spliced), self._host)
+            made.append((out[start:], spliced, self._host))
+            self._host = outer_host or self._host
+        self.ctx.last_lists[key] = (self._overrides, made)
+        return out
+
+    def _resolve_items(self, items: tuple[Any, ...], out: list[Any]) -> bool:
+        """Append the values of list items to `out`; True if one of them spliced a list in."""
+        spliced = False
+        for item in items:
             if isinstance(item, str):
+                if "$" not in item:  # literal text, the common item: as _resolve returns it
+                    if item:
+                        out.append(item)
+                    continue
                 value = self._resolve(item, list_item=True)
                 if isinstance(value, list):
                     if len(out) + len(value) > MAX_ITEMS:
                         raise ConfigError(f"the list would have more than {MAX_ITEMS:,} items")
                     out.extend(value)  # `"${exp.docker_args}"` splices the list in place
+                    spliced = True
                     continue
                 if value is None or value == "":
                     continue  # a conditional argument that is off
             else:
                 value = self._resolve(item, list_item=False)
             out.append(value)
-        return out
+        return spliced
 
     def _ref(self, ref: Ref) -> Any:
         name = ref.name
@@ -289,16 +486,69 @@ class Resolver:
         return "".join(pieces)
 
     def _expr(self, expr: Expr) -> Any:
-        pieces = []
+        literals = expr.literals
+        holes = []
         length = 0
-        for part in expr.body.parts:
-            piece = part if isinstance(part, str) else render(self._ref(part), null="null")
+        # Texts that may break the string literal an expression puts them in: ('${a}').
+        breaking: list[tuple[Ref, str]] = []
+        # The evaluator refuses a text this long anyway: never build it, and say so at the
+        # first piece that makes it too long, as the text is made from left to right.
+        for index, ref in enumerate(expr.refs):
+            length += len(literals[index])
+            if length > MAX_VALUE_CHARS:
+                raise _expression_too_long()
+            value = self._ref(ref)
+            piece = render(value, null="null")
+            if isinstance(value, str) and _BREAKS_QUOTES.search(value):
+                breaking.append((ref, value))
             length += len(piece)
-            if length > MAX_VALUE_CHARS:  # the evaluator refuses it anyway: never build it
-                raise ConfigError(f"expression exceeds a size limit: its text would be more "
-                                  f"than {MAX_VALUE_CHARS:,} characters")
-            pieces.append(piece)
-        return self.ctx.evaluator.evaluate("".join(pieces))
+            if length > MAX_VALUE_CHARS:
+                raise _expression_too_long()
+            holes.append(piece)
+        if length + len(literals[-1]) > MAX_VALUE_CHARS:
+            raise _expression_too_long()
+        try:
+            return self.ctx.evaluator.evaluate_parts(literals, holes)
+        except ConfigError as error:
+            if not breaking or not error.message.startswith(SYNTAX_ERROR):
+                raise
+            # The value broke the expression, not the expression's author: blame the value.
+            ref, value = breaking[0]
+            name = ref.name if isinstance(ref.name, str) else self._render_name(ref.name)
+            name, value = self._origin(name, value)
+            what = {"'": "a quote", '"': "a quote", "\\": "a backslash"}.get(
+                _BREAKS_QUOTES.search(value).group(), "a line break")  # type: ignore[union-attr]
+            raise self._error(name, f"value {_short(value)} holds {what}, which breaks an "
+                                    f"expression that puts it in quotes ({error.message})",
+                              hint="a value that an expression quotes (as in '${exp.model}') "
+                                   "may not hold quotes, backslashes or line breaks") from None
+
+    def _origin(self, name: str, value: str) -> tuple[str, str]:
+        """The parameter that a character breaking the quotes of an expression comes from.
+
+        `exp.log_file` holds `exp.model`'s quote: the references that carry it are followed
+        down to the value that holds it itself (the user's, most often).
+        """
+        character = _BREAKS_QUOTES.search(value).group()  # type: ignore[union-attr]
+        seen = {name}
+        while True:
+            override = self.overrides.get(name)
+            definition = self.ctx.params.get(name)
+            raw = override.raw if override is not None else (
+                definition.value if definition is not None else None)
+            if not isinstance(raw, str) or "$" not in raw:
+                return name, value
+            for reference in sorted(parse(raw).static_refs - seen):
+                try:
+                    found = self.value(reference)
+                except ConfigError:
+                    continue
+                if isinstance(found, str) and character in found:
+                    name, value = reference, found
+                    seen.add(name)
+                    break
+            else:
+                return name, value
 
     # -- errors ------------------------------------------------------------------------------
     def _error(self, name: str, message: str, hint: str | None = None) -> ConfigError:
@@ -313,6 +563,15 @@ class Resolver:
         error = ConfigError(text, hint)
         error.located = True  # type: ignore[attr-defined]
         return error
+
+
+def _too_long() -> ConfigError:
+    return ConfigError(f"the value would be more than {MAX_VALUE_CHARS:,} characters long")
+
+
+def _expression_too_long() -> ConfigError:
+    return ConfigError(f"expression exceeds a size limit: its text would be more than "
+                       f"{MAX_VALUE_CHARS:,} characters")
 
 
 def check_value(definition: ParamDef, value: Any) -> Any:

@@ -9,6 +9,8 @@ from typing import IO, Any
 import orjson
 
 from dlbs.config.values import render
+from dlbs.util.spreadsheet import csv_text
+from dlbs.util.terminal import one_line
 
 FORMATS = ("json", "jsonl", "table", "csv")
 
@@ -71,11 +73,17 @@ def _csv(experiments: Iterable[dict[str, Any]], out: IO[bytes],
                 columns = _columns(experiment, keys)
                 writer = csv.writer(text)
                 writer.writerow(columns)
-            writer.writerow([render(experiment.get(c), "") for c in columns])
+            writer.writerow([_csv_cell(experiment.get(c)) for c in columns])
             count += 1
     finally:
         text.detach()
     return count
+
+
+def _csv_cell(value: Any) -> str:
+    """A value as `render` writes it; text that a spreadsheet would run is kept text."""
+    text = render(value, "")
+    return csv_text(text) if isinstance(value, str) else text
 
 
 def _table(experiments: Iterable[dict[str, Any]], out: IO[bytes],
@@ -85,14 +93,22 @@ def _table(experiments: Iterable[dict[str, Any]], out: IO[bytes],
     for experiment in experiments:
         if not columns:
             columns = ["#", *_columns(experiment, keys)]
+        # A table is read on a terminal: a value's escapes are shown, not acted on.
         rows.append([str(len(rows) + 1),
-                     *(render(experiment.get(c), "") for c in columns[1:])])
+                     *(one_line(render(experiment.get(c), "")) for c in columns[1:])])
     if not columns:
         out.write(b"(empty plan)\n")
         return 0
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
-    out.write(("\n".join(lines) + "\n").encode())
+    out.write(aligned_table(columns, rows).encode())
     return len(rows)
+
+
+def aligned_table(columns: Sequence[str], rows: Sequence[Sequence[str]],
+                  rule: bool = True) -> str:
+    """Columns of text padded to their widest cell (a `-` rule under the header)."""
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    if rule:
+        lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines) + "\n"

@@ -7,17 +7,22 @@ experiments that use it (docs/security.md). `--ipc=host`, which the frameworks' 
 loaders need for shared memory and the default configs set, is not warned about.
 
 The flags are read from the translation that the run uses (`docker_args.translate`), so what
-is warned about is exactly what the Engine would be asked for.
+is warned about is exactly what the Engine would be asked for. dlbs's own writable mounts
+(the trace's folder, an evaluation's log folder: `own_mounts`) are warned about too when
+they are, or are inside, a system folder: `exp.trace_file=/etc/x.trace.json.gz` gives the
+container the host's /etc, writable.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from dlbs.errors import DlbsError
+from dlbs.recipes import evaluation, tracing
 from dlbs.recipes.docker_args import DockerArgs, translate
 from dlbs.recipes.invocation import tokens
 from dlbs.recipes.recipe import recipe_for
@@ -90,8 +95,52 @@ def host_access(args: DockerArgs) -> list[str]:
 def _host_path(source: str) -> bool:
     if not source.startswith("/"):
         return False  # a named volume
-    normal = posixpath.normpath(source)
+    normal = _real(source)
     return normal in HOST_PATHS or normal.endswith((".sock", "/docker.sock"))
+
+
+def _real(path: str) -> str:
+    """What the engine mounts: the path with this host's symbolic links followed.
+
+    `/tmp/link` to `/etc` mounts `/etc`; `//etc` is `/etc`.
+    """
+    return os.path.realpath(path)
+
+
+#: Host folders that a writable mount may be inside of without a warning, though the folder
+#: itself is the host's (`/var/tmp/logs` is fine, `/var` is not).
+_ONLY_ITSELF = frozenset({"/", "/var"})
+
+
+def own_mounts(experiment: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(parameter, host folder) of the writable mounts dlbs adds to the container itself.
+
+    The trace's folder (`tracing.trace_mounts`) and, for an evaluation scenario, the log's
+    folder (`evaluation.container_mounts`); none on bare metal.
+    """
+    if not truthy(experiment.get("exp.docker", False)):
+        return []
+    found = []
+    try:
+        if tracing.traces(experiment):
+            found.append((tracing.FILE, os.path.dirname(tracing.trace_path(experiment))))
+        if evaluation.scenario(experiment) != "benchmark":
+            found.append(("exp.log_file",
+                          os.path.dirname(evaluation.output_stem(experiment))))
+    except DlbsError:
+        pass  # an empty path: the run says so
+    return found
+
+
+def mount_access(folder: str) -> str | None:
+    """What a writable mount of the host's `folder` gives the container when that is a lot."""
+    real = _real(folder)
+    inside = next((system for system in sorted(HOST_PATHS - _ONLY_ITSELF)
+                   if real == system or real.startswith(system + "/")), None)
+    if real in _ONLY_ITSELF or inside:
+        return f"a writable mount of {posixpath.normpath(folder)} gives the container the " \
+               f"host's {inside or real}"
+    return None
 
 
 def experiment_host_access(experiment: Mapping[str, Any]) -> list[str]:
@@ -115,7 +164,8 @@ class HostAccessWatch:
     """Counts, over a plan, the experiments whose container gets the host through each flag."""
 
     def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
+        #: (the parameter, what it gives) -> experiments.
+        self.counts: Counter[tuple[str, str]] = Counter()
         self._cache: dict[tuple[Any, ...], list[str]] = {}
 
     def watch(self, experiments: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -124,17 +174,25 @@ class HostAccessWatch:
             self.add(experiment)
             yield experiment
 
-    def add(self, experiment: Mapping[str, Any]) -> None:
+    def add(self, experiment: Mapping[str, Any], args: DockerArgs | None = None) -> None:
+        """Note the experiment's flags (`args`: those the run translated) and own mounts."""
         if not truthy(experiment.get("exp.docker", False)):
             return
-        framework = experiment.get("exp.framework")
-        key = (framework, repr(experiment.get(f"{framework}.docker_args")),
-               repr(experiment.get("exp.docker_args")))
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = experiment_host_access(experiment)
-        self.counts.update(found)
+        if args is not None:
+            found = host_access(args)
+        else:
+            framework = experiment.get("exp.framework")
+            key = (framework, repr(experiment.get(f"{framework}.docker_args")),
+                   repr(experiment.get("exp.docker_args")))
+            found = self._cache.get(key)
+            if found is None:
+                found = self._cache[key] = experiment_host_access(experiment)
+        self.counts.update(("exp.docker_args", text) for text in found)
+        for name, folder in own_mounts(experiment):
+            text = mount_access(folder)
+            if text:
+                self.counts[(name, text)] += 1
 
     def warnings(self) -> list[str]:
-        return [f"exp.docker_args: {text} ({count} experiment{'s' if count > 1 else ''}; see "
-                f"docs/security.md)" for text, count in self.counts.items()]
+        return [f"{name}: {text} ({count} experiment{'s' if count > 1 else ''}; see "
+                f"docs/security.md)" for (name, text), count in self.counts.items()]

@@ -11,7 +11,7 @@ can add a framework by declaring an entry point of its own in that group.
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
@@ -29,6 +29,8 @@ Experiment = Mapping[str, Any]
 WORKSPACE = "/workspace"
 ENTRY_POINT_GROUP = "dlbs.recipes"
 LAUNCHERS_PACKAGE = "dlbs.launchers"
+#: The frameworks whose recipes dlbs ships in `launchers/` (pyproject.toml's entry points).
+BUILTIN_RECIPES = ("pytorch", "mxnet", "onnxruntime", "dummy")
 
 
 class Recipe:
@@ -132,6 +134,8 @@ def _discover() -> None:
     if _discovered:
         return
     _discovered = True
+    import importlib.metadata  # here: importing it costs every dlbs process ~30 ms
+
     entries = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
     if not _launchers_importable() and _load_checkout_launchers():
         entries = [e for e in entries if not e.value.startswith(LAUNCHERS_PACKAGE + ".")]
@@ -175,9 +179,24 @@ def recipes() -> dict[str, Recipe]:
     return dict(_REGISTRY)
 
 
+def _load_builtin(framework: str) -> None:
+    """Import the recipe of a framework dlbs ships, without scanning the entry points.
+
+    Reading every installed package's entry points (`_discover`) is most of a short `dlbs`
+    process's start; a built-in recipe's module is known. Any other name, or a checkout
+    whose launchers are not importable, goes through `_discover` as before.
+    """
+    if framework in BUILTIN_RECIPES and _launchers_importable():
+        importlib.import_module(f"{LAUNCHERS_PACKAGE}.{framework}")
+
+
 def recipe_for(experiment: Experiment) -> Recipe:
     """The recipe of the experiment's `exp.framework`."""
     framework = str(experiment.get("exp.framework") or "")
+    if framework not in _REGISTRY and not _discovered:
+        _load_builtin(framework)
+    if framework in _REGISTRY:
+        return _REGISTRY[framework]
     known = recipes()
     if framework not in known:
         hint = (f"frameworks: {', '.join(sorted(known))}" if known else

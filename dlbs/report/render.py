@@ -24,7 +24,7 @@ from dlbs.report.metrics import CellValues
 from dlbs.report.numbers import significant, significant_all
 from dlbs.report.scaling import SCALE
 from dlbs.report.select import as_text
-from dlbs.results.output import csv_cell, to_json
+from dlbs.results.output import csv_cell, csv_field, to_json
 
 FORMATS = ("text", "markdown", "csv", "json")
 REPORT_FORMAT = "dlbs-report"
@@ -278,7 +278,7 @@ def _csv_part(part: TablePart) -> list[str]:
 
 def _csv_text(value: Any) -> str:
     if isinstance(value, str):
-        return _csv_quoted(value)
+        return _csv_quoted(csv_field(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
         return _csv_quoted(str(value))
     return _csv_quoted(csv_cell(value))

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlbs.util import exact_json
+from dlbs.util.spreadsheet import csv_text
 
 
 def to_json(document: Any) -> str:
@@ -42,13 +43,22 @@ def csv_cell(value: Any) -> str:
     return exact_json.dumps(value)
 
 
+def csv_field(value: Any) -> str:
+    """`csv_cell` as the CSV writers write it: text kept from running as a formula.
+
+    Text that a spreadsheet would run gets a `'` first (`util.spreadsheet`); numbers, lists
+    and objects are left alone.
+    """
+    return csv_text(value) if isinstance(value, str) else csv_cell(value)
+
+
 def records_to_csv(columns: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
     """A header of `columns`, then one row per record (`csv_cell` of each column's value)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
+    writer.writerow([csv_text(column) for column in columns])
     for record in records:
-        writer.writerow([csv_cell(record.get(column)) for column in columns])
+        writer.writerow([csv_field(record.get(column)) for column in columns])
     return buffer.getvalue()
 
 

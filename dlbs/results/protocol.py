@@ -10,6 +10,14 @@ ignored; a matching line whose value is not JSON is counted, not fatal: a killed
 may leave half a line. `__progress__=` lines are not facts: a backend's note on how far a
 long run has come, which the run loop relays to the user (`on_progress`) and no log reader
 keeps (docs/backends/protocol.md section 3).
+
+Two limits keep a log from lying or from taking the memory (docs/security.md):
+- a line is at most `MAX_LINE_BYTES`; a longer one is passed over as it is read, never
+  held, and counted (`too_long`);
+- the last line of a log, when it has no line ending, may have been cut where the backend
+  was killed: `__results.time__=50.0` may be the start of `50.089`. When its value is a
+  number it is not read, and counted as cut (a string, a list or an object cut short is
+  no JSON, and a whole one is read).
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
+from dlbs.config.limits import MAX_LINE_BYTES
 from dlbs.config.names import PROGRESS_KEY
 from dlbs.errors import ResultsError
 from dlbs.util.exact_json import has_long_digits
@@ -66,6 +75,9 @@ class ParsedLog:
     matched: int = 0
     unparsable: int = 0
     path: str | None = None
+    #: Lines longer than MAX_LINE_BYTES, passed over; and a cut last line (0 or 1).
+    too_long: int = 0
+    cut: int = 0
 
 
 def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
@@ -139,6 +151,60 @@ class ProtocolParser:
         result.unparsable += unparsable
 
 
+    def feed_stream(self, stream: BinaryIO) -> None:
+        """Read a whole binary stream, within the limits of the module doc."""
+        pending: list[bytes] = []  # the start of a line that the chunks read so far cut
+        pending_size = 0
+        skipping = False  # inside a line that is too long: nothing is kept until its end
+        while chunk := stream.read(_READ_BUFFER):
+            lines = chunk.split(b"\n")
+            tail = lines.pop()
+            if lines:
+                if skipping:
+                    lines.pop(0)
+                    self.result.lines += 1
+                    self.result.too_long += 1
+                    skipping = False
+                elif pending:
+                    lines[0] = b"".join((*pending, lines[0]))
+                    if len(lines[0]) > MAX_LINE_BYTES:
+                        lines.pop(0)
+                        self.result.lines += 1
+                        self.result.too_long += 1
+                pending, pending_size = [], 0
+                self.feed_lines(lines)
+            if skipping:
+                continue
+            pending.append(tail)
+            pending_size += len(tail)
+            if pending_size > MAX_LINE_BYTES:
+                pending, pending_size, skipping = [], 0, True
+        if skipping:
+            self.result.lines += 1
+            self.result.too_long += 1
+        elif pending_size:
+            self._feed_last(b"".join(pending))
+
+    def _feed_last(self, line: bytes) -> None:
+        """The last line, without a line ending: a number at its very end may be cut."""
+        head, _, last = line.rpartition(b"\r")
+        if head:  # what a carriage return ended is whole
+            self.feed(head)
+            self.result.lines -= 1
+        match = _LINE_BYTES.match(last) if b"__=" in last else None
+        if match is not None:
+            ok, value = _decode_value(match.group("value"))
+            if ok and _is_number(value):
+                self.result.lines += 1
+                self.result.cut += 1
+                return
+        self.feed(last)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def parse_lines(lines: Iterable[str | bytes], path: str | None = None) -> ParsedLog:
     """Parse an iterable of lines (str or bytes) in the `__key__=json` protocol."""
     parser = ProtocolParser(path)
@@ -150,8 +216,10 @@ def parse_log(path: str | os.PathLike[str]) -> ParsedLog:
     """Parse one log file; raise ResultsError when it cannot be read."""
     name = os.fspath(path)
     try:
-        with open(name, "rb", buffering=_READ_BUFFER) as stream:
-            return parse_lines(stream, path=name)
+        with open(name, "rb", buffering=0) as stream:
+            parser = ProtocolParser(name)
+            parser.feed_stream(stream)
+            return parser.result
     except OSError as error:
         raise ResultsError(f"cannot read log {name}: {error.strerror or error}") from error
 
@@ -189,11 +257,17 @@ def _is_positive_number(value: Any) -> bool:
 def experiment_from_log(parsed: ParsedLog) -> dict[str, Any]:
     """One experiment (flat dict of `exp.*`, `results.*`, ... keys) from a parsed log.
 
-    The status is judged as `judge_status` says. `results.log_file` is the file read (as
-    for an attempt from the results database); `exp.log_file` is set to it too when the
-    log does not name one itself (DLBS users' scripts read that key).
+    The status is judged as `judge_status` says; a log without a status whose last line was
+    cut (see the module doc) is a failure, whatever it printed before. `results.log_file`
+    is the file read (as for an attempt from the results database); `exp.log_file` is set
+    to it too when the log does not name one itself (DLBS users' scripts read that key).
     """
     experiment = judge_status(parsed.values)
+    if parsed.cut and "results.status" not in parsed.values:
+        experiment["results.status"] = "failure"
+        experiment["results.status_msg"] = (
+            "the log was cut short: its last line, a number, has no line ending (the "
+            "backend was stopped while it printed)")
     if parsed.path is not None:
         experiment.setdefault("exp.log_file", parsed.path)
         experiment["results.log_file"] = parsed.path

@@ -49,9 +49,12 @@ class Loaded:
 
     records: list[Record] = field(default_factory=list)
     logs_read: int = 0
-    # Files that hold no protocol line at all (not logs of ours): named, not fatal.
+    # Files in a folder that hold no protocol line at all (not logs of ours): passed over.
     ignored_files: list[str] = field(default_factory=list)
     unparsable_lines: int = 0
+    # Lines longer than protocol.MAX_LINE_BYTES, passed over; last lines cut short.
+    too_long_lines: int = 0
+    cut_lines: int = 0
 
     @property
     def experiments(self) -> list[dict[str, Any]]:
@@ -98,9 +101,10 @@ FULL = Detail()
 def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = FULL) -> Loaded:
     """Read logs, folders (searched for *.log), results databases and `dlbs parse` JSON."""
     loaded = Loaded()
+    recorded = RecordedStatuses()
     for kind, path in _inputs(paths):
-        if kind == "log":
-            _load_log(path, loaded, detail)
+        if kind in LOG_KINDS:
+            _load_log(path, loaded, detail, recorded, named=kind == "log")
         elif kind == "database":
             _load_database(path, loaded, detail)
         else:
@@ -129,9 +133,10 @@ def load_attempts(paths: Sequence[str | os.PathLike[str]], *,
             pending.records = []
 
     detail = Detail(summaries=True, samples=True)
+    recorded = RecordedStatuses()
     for kind, path in _inputs(paths):
-        if kind == "log":
-            _load_log(path, pending, detail)
+        if kind in LOG_KINDS:
+            _load_log(path, pending, detail, recorded, named=kind == "log")
         elif kind == "json":
             _load_json(path, pending, detail)
         else:
@@ -144,7 +149,10 @@ def load_attempts(paths: Sequence[str | os.PathLike[str]], *,
 
 
 def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]]:
-    """("log" | "database" | "json", path) of each input file; folders give their logs."""
+    """(kind, path) of each input file; folders give their logs.
+
+    The kind is "database", "json", "log" (named), or "found log" (found in a folder).
+    """
     for raw in paths:
         path = os.fspath(raw)
         if is_store_url(path):
@@ -157,7 +165,7 @@ def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]
                     hint="name log files, folders that hold them, or a results database",
                 )
             for log in logs:
-                yield "log", log
+                yield "found log", log
         elif os.path.lexists(path) and not _is_regular(path):
             raise ResultsError(f"cannot read {path}: not a regular file",
                                hint="name log files, folders, results databases or JSON files")
@@ -195,18 +203,81 @@ def with_engine_values(values: dict[str, Any], detail: Detail) -> Record:
     return Record(experiment, "", 0.0, samples=samples)
 
 
-def _load_log(path: str, loaded: Loaded, detail: Detail) -> None:
+def _load_log(path: str, loaded: Loaded, detail: Detail, recorded: RecordedStatuses,
+              named: bool) -> None:
+    """Read one log; `named`: the user named it (not found in a folder)."""
     parsed = parse_log(path)
     loaded.logs_read += 1
     loaded.unparsable_lines += parsed.unparsable
+    loaded.too_long_lines += parsed.too_long
+    loaded.cut_lines += parsed.cut
     if not parsed.values:
+        if named:  # not a log at all: saying "no ok experiments" would hide the mistake
+            raise ResultsError(f"{path} holds no protocol line (__key__=value): it is not a "
+                               f"log of a benchmark",
+                               hint="name logs that dlbs run or DLBS wrote, folders that hold "
+                                    "them, or a results database")
         loaded.ignored_files.append(path)
         return
-    record = with_engine_values(experiment_from_log(parsed), detail)
+    experiment = experiment_from_log(parsed)
+    recorded.apply(path, experiment)
+    record = with_engine_values(experiment, detail)
     recency = _ended(record.experiment)
     record.source = path
     record.recency = _mtime(path) if recency is None else recency
     loaded.records.append(record)
+
+
+#: The kinds of `_inputs` that are logs: named, or found in a folder.
+LOG_KINDS = ("log", "found log")
+#: The results database that `dlbs run` keeps beside its logs (`exp.log_dir`).
+DATABASE_NAME = "results.db"
+
+
+class RecordedStatuses:
+    """What the results database beside a log says of the attempt that wrote it.
+
+    A log alone cannot tell every end: an attempt that dlbs stopped (Ctrl-C, a timeout, a
+    kill -9 of dlbs closed by the next run) may have printed its times, and its log then
+    reads as ok. The database of its log folder (`results.db` in the log's folder or a
+    folder above it) recorded how it ended: that status wins over the log's, for the log
+    the database names (same file name, same experiment). A database that cannot be read
+    is passed over: the log's own judgement stands.
+    """
+
+    def __init__(self) -> None:
+        self._databases: dict[str, dict[str, tuple[str, str, str | None]] | None] = {}
+
+    def apply(self, log: str, experiment: dict[str, Any]) -> None:
+        """Set the recorded status (and its message) on the experiment read from `log`."""
+        name = os.path.basename(log)
+        folder = os.path.dirname(os.path.abspath(log))
+        while True:
+            found = self._statuses(os.path.join(folder, DATABASE_NAME)).get(name)
+            if found is not None:
+                exp_id, status, message = found
+                if exp_id == experiment.get("exp.id") and \
+                        status != experiment.get("results.status"):
+                    experiment["results.status"] = status
+                    experiment["results.status_msg"] = message or \
+                        f"the results database recorded the attempt as {status}"
+                return
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return
+            folder = parent
+
+    def _statuses(self, database: str) -> dict[str, tuple[str, str, str | None]]:
+        """Log file name -> (exp_id, status, message) of every ended attempt of `database`."""
+        if database not in self._databases:
+            self._databases[database] = None
+            if is_store(database):
+                try:
+                    with open_store(database, read_only=True) as store:
+                        self._databases[database] = store.log_statuses()
+                except ResultsError:
+                    pass
+        return self._databases[database] or {}
 
 
 def _load_database(location: str, loaded: Loaded, detail: Detail) -> None:

@@ -24,7 +24,7 @@ from dlbs.results.sql_session import SQLITE, Session
 from dlbs.results.store_reads import StoreReads
 from dlbs.results.store_writes import StoreWrites
 from dlbs.util import exact_json
-from dlbs.util.file_lock import FileLock
+from dlbs.util.file_lock import FileLock, kind_of
 
 _BUSY_TIMEOUT_S = 30.0
 #: The lock file of a database `<folder>/<name>`: `<folder>/.<name>` + this.
@@ -47,6 +47,22 @@ def database_lock_path(database: str | os.PathLike[str]) -> str:
     return os.path.join(folder, f".{name}{DATABASE_LOCK_SUFFIX}")
 
 
+def refuse_if_not_a_file(path: str) -> None:
+    """Refuse a results database that is not a regular file (nothing there yet is fine).
+
+    `/dev/null`, a FIFO or a folder is refused before anything is opened or made beside it
+    (a lock file in /dev).
+    """
+    try:
+        found = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(found.st_mode):
+        raise ResultsError(f"results database {path} is {kind_of(found.st_mode)}, not a "
+                           "regular file", hint="point runtime.results_db at a file "
+                                                "(default: results.db in exp.log_dir)")
+
+
 class DatabaseLock(FileLock):
     """The run lock of an SQLite database, by its identity rather than by the name given.
 
@@ -58,6 +74,7 @@ class DatabaseLock(FileLock):
 
     def __init__(self, database: str | os.PathLike[str]) -> None:
         path = os.fspath(database)
+        refuse_if_not_a_file(path)
         #: The real path of the database this lock protects.
         self.database = os.path.realpath(path)
         what = f"results database {path}"
@@ -116,6 +133,7 @@ class SqliteStore(StoreWrites, StoreReads):
         self.path = os.fspath(path)
         self.location = self.path
         self.read_only = read_only
+        refuse_if_not_a_file(self.path)
         if (read_only or not create) and not os.path.isfile(self.path):
             raise NoStore(f"no results database at {self.path}")
         if read_only:

@@ -81,9 +81,10 @@ def sample_statistics(samples: Sequence[float] | np.ndarray) -> dict[str, float 
     if data.size == 0:
         raise ValueError("no samples")
     p50, p90, p95, p99 = (float(v) for v in np.percentile(data, (50, *PERCENTILES)))
+    mean, std = mean_and_std(data)
     return {
-        "results.time": float(data.mean()),
-        "results.time_std": float(data.std(ddof=DDOF)) if data.size > DDOF else None,
+        "results.time": mean,
+        "results.time_std": std,
         "results.time_median": p50,
         "results.time_p90": p90,
         "results.time_p95": p95,
@@ -92,6 +93,23 @@ def sample_statistics(samples: Sequence[float] | np.ndarray) -> dict[str, float 
         "results.time_max": float(data.max()),
         "results.time_count": int(data.size),
     }
+
+
+def mean_and_std(data: np.ndarray) -> tuple[float, float | None]:
+    """The mean and the standard deviation (ddof=1; None of one sample) of finite samples.
+
+    Summed as they are, samples near the largest float (1e308) overflow to infinity; then
+    they are summed scaled down by the largest of them, and the result scaled back up.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(data.mean())
+        std = float(data.std(ddof=DDOF)) if data.size > DDOF else None
+    if math.isfinite(mean) and (std is None or math.isfinite(std)):
+        return mean, std
+    scale = float(np.abs(data).max())
+    scaled = data / scale
+    return float(scaled.mean()) * scale, \
+        float(scaled.std(ddof=DDOF)) * scale if data.size > DDOF else None
 
 
 def effective_batch(experiment: Mapping[str, Any]) -> int | None:
@@ -115,7 +133,7 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str
     summary: dict[str, Any] = {}
     warmup = finite_samples(results.get(WARMUP_KEY))
     if warmup is not None:
-        summary["results.warmup_time"] = float(warmup.mean())
+        summary["results.warmup_time"] = mean_and_std(warmup)[0]
         summary["results.warmup_count"] = int(warmup.size)
     warnings: list[str] = []
     if samples is None:
@@ -175,7 +193,7 @@ def check_backend_values(printed: Mapping[str, Any], computed: Mapping[str, Any]
         if _close(float(theirs), float(ours)):
             continue
         if key == "results.time_std" and samples.size > 1 and \
-                _close(float(theirs), float(samples.std(ddof=0))):
+                _close(float(theirs), _population_std(samples)):
             continue  # the population formula (ddof=0): a convention, not a wrong number
         if key == "results.throughput" and _is_count(replicas) and \
                 _close(float(theirs) * int(replicas), float(ours)):
@@ -183,6 +201,11 @@ def check_backend_values(printed: Mapping[str, Any], computed: Mapping[str, Any]
         warnings.append(f"{key}: the backend printed {theirs!r}{CONTRADICTION}"
                         f"{_short(float(ours))}")
     return warnings
+
+
+def _population_std(samples: np.ndarray) -> float:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(samples.std(ddof=0))
 
 
 def pack_samples(samples: np.ndarray | None) -> bytes | None:

@@ -8,6 +8,7 @@ attempts; reports read summaries, or the two small BLOBs per attempt that the co
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -201,6 +202,14 @@ class StoreReads(SqlStore):
         rows = self._read("read parameter values", "SELECT number FROM param_values "
                           "WHERE key_id = ? AND value = ?", (key_id, text))
         return None if not rows else int(rows[0][0])
+
+    def log_statuses(self) -> dict[str, tuple[str, str, str | None]]:
+        """Log file name -> (exp_id, status, status message) of every attempt that ended."""
+        rows = self.query("read attempts",
+                          "SELECT log_path, exp_id, status, status_msg FROM attempts "
+                          "WHERE status IS NOT NULL AND log_path IS NOT NULL")
+        return {os.path.basename(log_path): (exp_id, status, message)
+                for log_path, exp_id, status, message in rows}
 
     def text_column(self, name: str) -> list[tuple[int, Any]]:
         """(rowid, value) of one of the attempts' own columns, for every attempt."""

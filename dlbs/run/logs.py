@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from dlbs import __version__
 from dlbs.results.protocol import protocol_line
+from dlbs.traces.reader import TraceError, TraceFile
 
 #: How many taken names `create_log` passes over before it gives up.
 MAX_NAMES = 10_000
@@ -44,16 +45,40 @@ def log_place_problem(log_file: str) -> str | None:
     fine. A symbolic link, a device (`/dev/null`), a FIFO, a socket or a folder is refused
     before anything runs, so that no log is written through it nor beside it.
     """
+    return _place_problem(log_file, "a log")
+
+
+def trace_place_problem(trace_file: str) -> str | None:
+    """Why `exp.trace_file` cannot be a trace, or None (docs/security.md).
+
+    The backend writes the trace over what is there (a temporary file renamed over it), so
+    only nothing or a trace that dlbs wrote (a retry's: a Chrome trace with dlbs's
+    metadata) may be there; a log, a results database, any other file, a link, a device or
+    a folder is refused before anything runs.
+    """
+    problem = _place_problem(trace_file, "a trace")
+    if problem or not os.path.lexists(trace_file):
+        return problem
     try:
-        found = os.lstat(log_file)
+        if TraceFile(trace_file).metadata():
+            return None
+    except TraceError:
+        pass
+    return "is a file that is not a trace dlbs wrote (only a trace is written over)"
+
+
+def _place_problem(path: str, what: str) -> str | None:
+    """Why `path` cannot be created or replaced: something other than a regular file is there."""
+    try:
+        found = os.lstat(path)
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        blocker = _file_above(log_file)
+        blocker = _file_above(path)
         return f"is under {blocker}, which is not a folder" if blocker else \
             "is under a file, not a folder"
     except OSError as error:
-        return f"cannot be a log: {error.strerror or error}"
+        return f"cannot be {what}: {error.strerror or error}"
     if stat.S_ISREG(found.st_mode):
         return None
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),

@@ -34,14 +34,14 @@ from typing import Any
 from dlbs.errors import ConfigError, LaunchError, ResultsError
 from dlbs.plan.checks import run_problems
 from dlbs.recipes import Invocation, invocation_for
-from dlbs.recipes.host_access import HostAccessWatch, host_access
-from dlbs.recipes.tracing import untraced_note
+from dlbs.recipes.host_access import HostAccessWatch
+from dlbs.recipes.tracing import trace_path, traces, untraced_note
 from dlbs.results.store import ResultsStore, is_store_url, store_name
 from dlbs.run import oom_limits, policy
 from dlbs.run.host_check import HostCheck
 from dlbs.run.interrupts import StopRequest
 from dlbs.run.lock import RunLock
-from dlbs.run.logs import log_place_problem
+from dlbs.run.logs import log_place_problem, trace_place_problem
 from dlbs.run.recording import (
     Experiment,
     Job,
@@ -290,6 +290,14 @@ class Sweep:
                     f"exp.log_file {log_file} of experiment {job.experiment['exp.id']} "
                     f"{problem}", hint="a log is only ever a regular file that dlbs creates: "
                                        "point exp.log_file where nothing is, or at a file")
+            if traces(job.experiment):
+                trace_file = trace_path(job.experiment)
+                problem = trace_place_problem(trace_file)
+                if problem:
+                    raise ResultsError(
+                        f"exp.trace_file {trace_file} of experiment "
+                        f"{job.experiment['exp.id']} {problem}",
+                        hint="point exp.trace_file where nothing is (default: beside the log)")
             by_target.setdefault(job.target.name, []).append(job.invocation)
         for name, invocations in by_target.items():
             self.targets.get(name).preflight(invocations)
@@ -304,7 +312,7 @@ class Sweep:
         watch = HostAccessWatch()
         for job in jobs:
             if job.invocation.container is not None:
-                watch.counts.update(host_access(job.invocation.container.args))
+                watch.add(job.experiment, job.invocation.container.args)
         return watch.warnings()
 
     def _close(self) -> None:

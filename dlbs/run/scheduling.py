@@ -11,16 +11,21 @@
 - An out-of-memory failure cancels the queued jobs that the out-of-memory rule
   (`policy.too_large`) now skips.
 A stop request stops what runs and settles every attempt (`wind_down`).
+A results store that fails while experiments run (a PostgreSQL server lost, a full disk)
+stops nothing: no further experiment starts, those running or in flight end on their own
+with complete logs (`dlbs results copy` records them later), then the store's error ends
+the sweep (`Driver.lost_store`).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dlbs.errors import LaunchError, OutputError
+from dlbs.errors import LaunchError, OutputError, ResultsError
 from dlbs.recipes import Invocation
 from dlbs.run import marks, policy
 from dlbs.run.flight import SKIP, Flight, Flights
@@ -68,6 +73,8 @@ class Driver:
         self.on_interrupt = on_interrupt
         #: The jobs in flight, by scheduler target name.
         self.flights: dict[str, Flights] = {}
+        #: The first store write that failed while the sweep ran (see `_recorded`).
+        self.lost_store: ResultsError | None = None
 
     def drive(self, pending: Pending, reattached: list[tuple[Attempt, str]]) -> None:
         """Start experiments as room allows and finish each as it ends, until all are done."""
@@ -75,7 +82,8 @@ class Driver:
             self._flights(attempt.job.target).add(attempt, job_id, job_timeout(attempt.job),
                                                   submitted=False)
         try:
-            while pending or self.pool.running or self._in_flight():
+            while ((pending and self.lost_store is None) or self.pool.running
+                   or self._in_flight()):
                 if self.stop.requested:
                     break
                 self._start_ready(pending)
@@ -85,14 +93,36 @@ class Driver:
                 self.wind_down()
             for _, job in pending:  # opened, refused for a limit, never submitted
                 if isinstance(job, Prepared):
-                    self.recorder.finish(job.attempt, Outcome(INTERRUPTED, NOT_SUBMITTED))
+                    self._recorded(self.recorder.finish, job.attempt,
+                                   Outcome(INTERRUPTED, NOT_SUBMITTED))
+        if self.lost_store is not None:
+            raise self.lost_store
+
+    def _recorded(self, write: Callable[..., Any], *args: Any) -> Any:
+        """A write to a store while experiments run; None where the store failed.
+
+        The first failure is kept in `lost_store` (and said at once): what runs goes on to
+        its end, nothing more starts, and the error ends the sweep once nothing runs.
+        """
+        try:
+            return write(*args)
+        except ResultsError as error:
+            self._lose_store(error)
+            return None
+
+    def _lose_store(self, error: ResultsError) -> None:
+        if self.lost_store is None:
+            self.lost_store = error
+            self.reporter.note("a results store failed (its error follows when the sweep "
+                               "ends): no further experiment starts; those running finish "
+                               "and keep their logs")
 
     def _report(self, attempt: Attempt, value: Any) -> None:
         """A worker's report: its backend's progress note, or its process's mark."""
         if isinstance(value, ProgressNote):
             self.reporter.progress(attempt.job.experiment, value.text)
         else:
-            self.recorder.mark(attempt, value)
+            self._recorded(self.recorder.mark, attempt, value)
 
     def _flights(self, target: Target) -> Flights:
         assert isinstance(target, SchedulerTarget)
@@ -112,11 +142,11 @@ class Driver:
         kept: Pending = deque()
         while pending:
             experiment, job = pending.popleft()
-            if self.stop.requested:
+            if self.stop.requested or self.lost_store is not None:
                 kept.append((experiment, job))
                 continue
             if isinstance(job, policy.Decision):  # skipped (a smaller batch ran out of memory)
-                self.recorder.skipped(experiment, job.reason)
+                self._recorded(self.recorder.skipped, experiment, job.reason)
                 continue
             if isinstance(job.target, SchedulerTarget):
                 name = job.target.name
@@ -126,7 +156,8 @@ class Driver:
                 if len(batch) >= room[name]:
                     kept.append((experiment, job))
                     continue
-                attempt = job.attempt if isinstance(job, Prepared) else self.recorder.begin(job)
+                attempt = (job.attempt if isinstance(job, Prepared)
+                           else self._recorded(self.recorder.begin, job))
                 if attempt is not None:
                     batch.append(attempt)
                 continue
@@ -135,7 +166,7 @@ class Driver:
                 self.pool.blocked(gpus)
                 kept.append((experiment, job))
                 continue
-            attempt = self.recorder.begin(job)
+            attempt = self._recorded(self.recorder.begin, job)
             if attempt is not None:
                 self.pool.start(attempt, gpus, attempt_work(attempt, self.stop.event))
         pending.extend(kept)
@@ -161,6 +192,10 @@ class Driver:
                 continue
             try:
                 job_ids = self._submit_group(group, target)
+            except ResultsError as error:  # its pending names: nothing was submitted
+                self._lose_store(error)
+                refused += group
+                continue
             except SubmitLimit as error:
                 if len(group) > 1:  # perhaps the limit takes part of it: halves, at once
                     half = len(group) // 2
@@ -180,7 +215,7 @@ class Driver:
                 continue
             flights.accepted()
             for attempt, job_id in zip(group, job_ids):
-                self.recorder.job_id(attempt, job_id)
+                self._recorded(self.recorder.job_id, attempt, job_id)
                 flights.add(attempt, job_id, job_timeout(attempt.job))
         return refused
 
@@ -203,7 +238,8 @@ class Driver:
             wait = min(wait, *retry)
         finished = self.pool.finished(timeout=wait if self.pool.running else 0)
         for attempt, (outcome, usage, warnings) in finished:
-            self.recorder.finish(attempt, self._stopped(outcome), usage, warnings)
+            self._recorded(self.recorder.finish, attempt, self._stopped(outcome), usage,
+                           warnings)
         for flights in active:
             for flight, outcome in flights.poll():
                 self._finish_flight(flight, outcome, flights)
@@ -213,10 +249,10 @@ class Driver:
     def _finish_flight(self, flight: Flight, outcome: Outcome, flights: Flights) -> None:
         attempt: Attempt = flight.key
         if flight.cancelled_for == SKIP and outcome.status == CANCELLED:
-            self.recorder.finish_skipped(attempt, flight.cancel_message)
+            self._recorded(self.recorder.finish_skipped, attempt, flight.cancel_message)
             return
-        verdict = self.recorder.finish(attempt, outcome)
-        if verdict.out_of_memory:
+        verdict = self._recorded(self.recorder.finish, attempt, outcome)
+        if verdict is not None and verdict.out_of_memory:
             self._cancel_too_large(attempt.job.experiment, flights)
 
     def _cancel_too_large(self, failed: Experiment, flights: Flights) -> None:

@@ -3,9 +3,12 @@
 A trace is JSON (gzip-compressed or not): an object with a `traceEvents` array (and, when
 dlbs wrote it, a `dlbs` object first), or a bare array of events. The events are read with
 ijson's incremental parser, so memory stays flat whatever the file's size: nothing here holds
-more than one event, plus one open "B" event per thread and nesting level. Anything that is
-not such a trace (not gzip or JSON, cut short, events that are not objects, a complete event
-whose time is not a number) raises `TraceError` naming the file and the reason.
+more than one event, plus one open "B" event per thread and nesting level. One event is at
+most `MAX_EVENT_BYTES` (decompressed): the parser builds a long string in time that grows
+with the square of its length, so a 1 MB gzip holding a 1 GB event name is refused after
+its first few MiB. Anything that is not such a trace (not gzip or JSON, cut short, events
+that are not objects, a complete event whose time is not a number, an event too large)
+raises `TraceError` naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import IO, Any
 
 import ijson
 
+from dlbs.config.limits import MAX_EVENT_BYTES
 from dlbs.errors import ResultsError
 from dlbs.traces.events import Span
 
@@ -56,6 +60,7 @@ class TraceFile:
         with self._guard(), self._open() as stream:
             parser = ijson.parse(stream, buf_size=CHUNK, use_float=True)
             for prefix, event, value in parser:
+                stream.mark()
                 if prefix != "" or event != "map_key":
                     continue
                 if value == "traceEvents":
@@ -79,6 +84,7 @@ class TraceFile:
                                                       "traceEvents.item",
                                                       buf_size=CHUNK, use_float=True)):
                 self.events_read = index + 1
+                stream.mark()
                 if not isinstance(event, dict):
                     raise TraceError(f"{self.path}: event #{index} is not a JSON object")
                 phase = event.get("ph")
@@ -113,14 +119,15 @@ class TraceFile:
         """An object without a `traceEvents` array is not a trace (an empty array is)."""
         with self._guard(), self._open() as stream:
             for prefix, event, value in ijson.parse(stream, buf_size=CHUNK):
+                stream.mark()
                 if prefix == "" and event == "map_key" and value == "traceEvents":
                     return
         raise TraceError(f"{self.path} is not a Chrome trace: no traceEvents array")
 
-    def _open(self) -> IO[bytes]:
-        if self.compressed:
-            return gzip.open(self.path, "rb")
-        return open(self.path, "rb")
+    def _open(self) -> _Bounded:
+        raw: IO[bytes] = gzip.open(self.path, "rb") if self.compressed else \
+            open(self.path, "rb")
+        return _Bounded(raw, self.path)
 
     def _starts_with(self, magic: bytes) -> bool:
         try:
@@ -141,6 +148,37 @@ class TraceFile:
 
     def _guard(self) -> _Guard:
         return _Guard(self.path)
+
+
+class _Bounded:
+    """The trace's (decompressed) bytes, read at most MAX_EVENT_BYTES past the last mark.
+
+    The readers mark each event they complete (`mark()`).
+    """
+
+    def __init__(self, stream: IO[bytes], path: str) -> None:
+        self.stream = stream
+        self.path = path
+        self.read_bytes = 0
+        self.marked = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self.read_bytes - self.marked > MAX_EVENT_BYTES:
+            raise TraceError(f"{self.path} is not a trace dlbs reads: more than "
+                             f"{MAX_EVENT_BYTES // 2**20} MiB without a complete event (an "
+                             f"event name or value that large)")
+        data = self.stream.read(CHUNK if size is None or size < 0 else min(size, CHUNK))
+        self.read_bytes += len(data)
+        return data
+
+    def mark(self) -> None:
+        self.marked = self.read_bytes
+
+    def __enter__(self) -> _Bounded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stream.close()
 
 
 class _Guard:

@@ -105,7 +105,7 @@ def _open_lock_file(path: str) -> int:
     except FileNotFoundError:
         found = None
     if found is not None and not stat.S_ISREG(found.st_mode):
-        raise _NotALockFile(errno.EEXIST, f"{_kind(found.st_mode)} is in its place")
+        raise _NotALockFile(errno.EEXIST, f"{kind_of(found.st_mode)} is in its place")
     # O_NOFOLLOW: a symbolic link put there after the lstat fails (ELOOP) instead of being
     # followed; O_NONBLOCK: a FIFO put there is never waited on.
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
@@ -113,13 +113,14 @@ def _open_lock_file(path: str) -> int:
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or opened.st_nlink != 1:
         os.close(fd)
-        what = _kind(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else \
+        what = kind_of(opened.st_mode) if not stat.S_ISREG(opened.st_mode) else \
             "a file with other hard links"
         raise _NotALockFile(errno.EEXIST, f"{what} is in its place")
     return fd
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of `mode` is, in words: `a folder`, `a device`, ..."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):

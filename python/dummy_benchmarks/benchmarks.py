@@ -25,6 +25,8 @@ import os
 import platform
 import random
 import signal
+import stat
+import struct
 import sys
 import time
 
@@ -565,14 +567,73 @@ def dummy_system(opts):
     return DummySystem()
 
 
+#: The most pixels an image may have: Pillow's limit (PIL.Image.MAX_IMAGE_PIXELS), which the
+#: framework backends apply (a small file can decode to gigabytes).
+MAX_IMAGE_PIXELS = 89_478_485
+#: Bytes of the header read to tell an image and its size.
+_HEADER_BYTES = 64 * 1024
+
+
+def image_size(path: str) -> tuple[str, int, int]:
+    """(format, width, height) from an image file's header; ValueError when it is no image.
+
+    The dummy decodes nothing (standard library only), but it tells images from other files
+    as the framework backends do: by the signatures of PNG, JPEG, GIF, BMP, WebP and TIFF,
+    and, where the header holds it, the size, refused above MAX_IMAGE_PIXELS.
+    """
+    # O_NONBLOCK: a FIFO is opened without waiting for a writer (and then refused).
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("not a regular file")
+        head = handle.read(_HEADER_BYTES)
+    if not head:
+        raise ValueError("the file is empty")
+    width = height = 0
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
+        kind, width, height = "PNG", *struct.unpack(">II", head[16:24])
+    elif head[:6] in (b"GIF87a", b"GIF89a"):
+        kind, width, height = "GIF", *struct.unpack("<HH", head[6:10])
+    elif head.startswith(b"BM") and len(head) >= 26:
+        kind, width, height = "BMP", *(abs(v) for v in struct.unpack("<ii", head[18:26]))
+    elif head.startswith(b"\xff\xd8\xff"):
+        kind, (width, height) = "JPEG", _jpeg_size(head)
+    elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        kind = "WebP"
+    elif head[:4] in (b"II*\x00", b"MM\x00*"):
+        kind = "TIFF"
+    else:
+        raise ValueError("not an image (no PNG, JPEG, GIF, BMP, WebP or TIFF signature)")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ValueError(f"the image has {width * height} pixels, more than the "
+                         f"{MAX_IMAGE_PIXELS:,} an image may have (a decompression bomb?)")
+    return kind, width, height
+
+
+def _jpeg_size(head: bytes) -> tuple[int, int]:
+    """Width and height from a JPEG's start-of-frame marker ((0, 0) past the header read)."""
+    position = 2
+    while position + 9 < len(head):
+        if head[position] != 0xFF:
+            raise ValueError("not an image (a JPEG whose markers are broken)")
+        marker = head[position + 1]
+        length = struct.unpack(">H", head[position + 2:position + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", head[position + 5:position + 9])
+            return width, height
+        position += 2 + length
+    return 0, 0
+
+
 def predict_files(paths, top: int) -> int:
-    """--predict without a framework: a file's "class" is its size modulo DUMMY_CLASSES."""
+    """--predict without a framework: an image's "class" is its size modulo DUMMY_CLASSES.
+
+    A file that is no image (`image_size`) is an error line, as in the framework backends.
+    """
     failed = 0
     for path in paths:
         try:
+            image_size(path)
             size = os.path.getsize(path)
-            if size == 0:
-                raise ValueError("the file is empty")
         except (OSError, ValueError) as error:
             reason = error.strerror if isinstance(error, OSError) else str(error)
             emit("predict.result", {"image": path, "error": reason})

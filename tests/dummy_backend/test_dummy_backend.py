@@ -97,6 +97,7 @@ def test_statistics_are_those_of_the_batch_times():
     assert values["results.warmup_time_data"] == []
 
 
+@pytest.mark.serial  # times against known sleeps: alone on the machine
 def test_batch_times_are_measured():
     # Another program's load can only make a batch longer than its sleep, never shorter; so
     # the best of three runs tells a backend that misreports from a machine that is busy.
@@ -114,6 +115,7 @@ def test_batch_times_are_measured():
     assert min(means) == pytest.approx(50.0, rel=0.10)
 
 
+@pytest.mark.serial  # CPU time against a known burn: alone on the machine
 def test_busy_batches_burn_cpu():
     process = subprocess.Popen([*PYTHON, str(PROGRAM), "--busy", "--sleep", "0.1",
                                 "--num_batches", "3", "--num_warmup_batches", "0"],

@@ -34,6 +34,7 @@ def scenario(tmp_path: Path, name: str, *flags: str):
     return run.values
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_single_stream_latency_is_the_service_time(tmp_path):
     values = scenario(tmp_path, "single_stream")
     service_ms = SERVICE_S * 1000
@@ -56,6 +57,7 @@ def test_multi_stream_query_is_one_batch(tmp_path):
     assert values["results.qps"] <= CAPACITY * 1.01
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_offline_rate_is_batch_over_service_time(tmp_path):
     values = scenario(tmp_path, "offline")
     # LoadGen's run is the timed interval the monitor's energy covers (docs/efficiency.md).
@@ -67,6 +69,7 @@ def test_offline_rate_is_batch_over_service_time(tmp_path):
     assert values["results.loadgen_valid"] is True
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_server_below_capacity_meets_its_bound(tmp_path):
     rate = 0.2 * CAPACITY
     values = scenario(tmp_path, "server", "--target_qps", str(rate), "--latency_bound_ms", "500")
@@ -84,6 +87,7 @@ def test_server_above_capacity_breaks_its_bound(tmp_path):
     assert values["results.qps"] <= CAPACITY * 1.01
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_max_qps_finds_the_capacity(tmp_path):
     bound_ms = 200.0
     duration_s = 0.5
@@ -116,6 +120,7 @@ def test_max_qps_finds_the_capacity(tmp_path):
     assert len(reported) == 1
 
 
+@pytest.mark.serial  # latencies against known service times
 def test_max_qps_steps_down_from_a_rate_that_breaks_the_bound(tmp_path):
     # A bound just above the service time: 0.9 of the rate one sample at a time can serve
     # (batch 1) queues and breaks it, so lower rates are tried, their logs kept.

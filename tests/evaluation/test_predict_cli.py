@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 from evaluation_helpers import (
@@ -12,26 +13,35 @@ from evaluation_helpers import (
 )
 
 
+def png_header(width: int = 1, height: int = 1) -> bytes:
+    """The start of a PNG file: what the dummy backend reads of an image (29 bytes)."""
+    return b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + struct.pack(">II", width, height) + \
+        b"\x08\x02\x00\x00\x00"
+
+
 def test_each_image_prints_and_a_bad_one_is_one_line(run_dlbs, tmp_path):
-    (tmp_path / "a.jpg").write_bytes(b"abc")
+    (tmp_path / "a.png").write_bytes(png_header())
     (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "notes.jpg").write_bytes(b"abc")
     result = run_dlbs("predict", "--framework", "dummy", "--model", "resnet50", "--top", "3",
-                      "a.jpg", "empty.jpg", "missing.jpg")
+                      "a.png", "empty.jpg", "notes.jpg", "missing.jpg")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert lines[0] == "a.jpg" and len(lines) == 4  # the good image and its three classes
-    assert lines[1].split() == ["0.5000", "3"]  # the dummy's class is the size, 3 bytes
-    assert result.stderr.splitlines() == ["dlbs: error: empty.jpg: the file is empty",
-                                          "dlbs: error: missing.jpg: No such file or directory"]
+    assert lines[0] == "a.png" and len(lines) == 4  # the good image and its three classes
+    assert lines[1].split() == ["0.5000", "29"]  # the dummy's class is the size, 29 bytes
+    assert result.stderr.splitlines() == [
+        "dlbs: error: empty.jpg: the file is empty",
+        "dlbs: error: notes.jpg: not an image (no PNG, JPEG, GIF, BMP, WebP or TIFF signature)",
+        "dlbs: error: missing.jpg: No such file or directory"]
 
 
 def test_json_holds_every_image(run_dlbs, tmp_path):
-    (tmp_path / "a.jpg").write_bytes(b"abcd")
+    (tmp_path / "a.png").write_bytes(png_header() + b"abcd")
     result = run_dlbs("predict", "--framework", "dummy", "--model", "m", "--format", "json",
-                      "a.jpg")
+                      "a.png")
     assert result.returncode == 0, result.stderr
     (answer,) = json.loads(result.stdout)
-    assert answer["image"] == "a.jpg" and answer["top"][0]["class"] == 4
+    assert answer["image"] == "a.png" and answer["top"][0]["class"] == 33
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -40,8 +50,8 @@ def test_json_holds_every_image(run_dlbs, tmp_path):
     (["-P", "exp.docker=true"], "runs the backend on this host"),
 ])
 def test_usage_errors_are_one_line(run_dlbs, tmp_path, args, message):
-    (tmp_path / "a.jpg").write_bytes(b"abc")
-    result = run_dlbs("predict", "--framework", "dummy", "--model", "m", *args, "a.jpg")
+    (tmp_path / "a.png").write_bytes(png_header())
+    result = run_dlbs("predict", "--framework", "dummy", "--model", "m", *args, "a.png")
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
@@ -81,3 +91,42 @@ def test_pytorch_predicts_what_the_model_says(run_dlbs, tmp_path):
     assert red["top"][0]["name"] == ["red", "green", "blue", "yellow"][best]
     assert red["top"][0]["probability"] == pytest.approx(float(probabilities[best]), rel=1e-5)
     assert len(red["top"]) == 4  # --top 5 of a 4-class model
+
+
+# -- issue 24 item 8 (and item 6: the dummy classifies only images) -----------------------------
+def _bomb(path, mode: str = "1", side: int = 20_000) -> None:
+    """A small PNG that decodes to `side` x `side` pixels (a decompression bomb)."""
+    from PIL import Image
+
+    Image.new(mode, (side, side)).save(path, optimize=True)
+
+
+@pytest.mark.parametrize("framework", [
+    "dummy", pytest.param("pytorch", marks=pytest.mark.pytorch),
+    pytest.param("mxnet", marks=pytest.mark.mxnet)])
+def test_a_decompression_bomb_among_good_images_is_one_line(run_dlbs, tmp_path, framework):
+    import os
+
+    from PIL import Image
+
+    rng = __import__("numpy").random.default_rng(0)
+    colour_image(PALETTE[0], rng).save(tmp_path / "red.png")
+    colour_image(PALETTE[1], rng).save(tmp_path / "green.jpg")
+    _bomb(tmp_path / "bomb.png")  # 400 million pixels: Pillow's error
+    _bomb(tmp_path / "big.png", "L", 10_000)  # 100 million: only Pillow's warning
+    (tmp_path / "notes.txt").write_text("not an image\n")
+    os.mkfifo(tmp_path / "fifo.png")
+    assert (tmp_path / "bomb.png").stat().st_size < 100_000
+    result = run_dlbs("predict", "--framework", framework, "--model", "resnet18", "--top", "2",
+                      "red.png", "bomb.png", "big.png", "notes.txt", "fifo.png", "/dev/zero",
+                      "green.jpg", timeout=600)
+    assert result.returncode == 1, result.stderr
+    printed = [line for line in result.stdout.splitlines() if not line.startswith(" ")]
+    assert printed == ["red.png", "green.jpg"]
+    errors = result.stderr.splitlines()
+    assert [line.split(":")[2].strip() for line in errors] == [
+        "bomb.png", "big.png", "notes.txt", "fifo.png", "/dev/zero"], errors
+    assert "400000000 pixels" in errors[0] and "decompression bomb" in errors[0]
+    assert "100000000 pixels" in errors[1]
+    assert all("not a regular file" in line for line in errors[3:])
+    assert Image.MAX_IMAGE_PIXELS == 89_478_485  # the bound the dummy shares

@@ -8,7 +8,9 @@ are caught by the harness too (a watchdog per example, a cap on the process's me
 Targets: `spec` (spec files, YAML and JSON, with includes), `expression` (`$( ... )$`),
 `plan` (plan files of `dlbs run --plan`), `log` (the `__key__=json` protocol and the
 writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands),
-`database` (other names of a results database: no name bypasses its run lock).
+`trace_path` (`exp.trace_file` values: contained, never shared, never written over a file
+that is not a trace, and a container's mount of a system folder said), `database` (other
+names of a results database: no name bypasses its run lock).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import posixpath
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -273,6 +276,85 @@ def _FULL() -> Any:  # noqa: N802 - the Detail the parse command uses
     return FULL
 
 
+# -- trace file paths -------------------------------------------------------------------------
+TRACE_PARTS = st.sampled_from(["..", ".", "", "logs", "a", "${exp.id}", "${exp.log_dir}",
+                               "${exp.model}", "/etc", "/", "x" * 250, "results.db",
+                               ".dlbs-run.lock", "t.trace.json.gz", "a.log", "\x00", "é"])
+TRACE_PATHS = st.one_of(
+    st.sampled_from(["", "t.trace.json.gz", "/etc/x.trace.json.gz", "${exp.log_dir}/../../x",
+                     "../x", "logs/../x", "logs/./a//b.gz", "${exp.log_file}", "/dev/null",
+                     "${exp.log_dir}/results.db", "${exp.log_dir}/.dlbs-run.lock", "/", "a/",
+                     "/tmp/../etc/passwd", "/proc/self/x", "/var/run/docker.sock", "..",
+                     "${exp.log_dir}/${exp.model}.log", "$('${exp.log_file}'[:-4])$.gz",
+                     "/etc/ssh/x.gz", "/var/tmp/x.gz", "${exp.log_dir}/x/../../y"]),
+    st.lists(TRACE_PARTS, min_size=1, max_size=6).map("/".join))
+TRACE_CASES = st.tuples(TRACE_PATHS, st.sampled_from(["logs", "/tmp/dlbs-fuzz", "a/../b", "."]),
+                        st.booleans(), st.sampled_from([[1], [1, 2]]))
+
+
+def trace_path(case: tuple[str, str, bool, list[int]]) -> None:
+    """Plan and check a sweep with the drawn `exp.trace_file`; then the run's own checks."""
+    from dlbs.plan.builder import Planner
+    from dlbs.plan.checks import check_plan, written_files
+    from dlbs.recipes.host_access import HostAccessWatch
+    from dlbs.run.logs import trace_place_problem
+
+    trace_file, log_dir, docker, batches = case
+    try:
+        spec = _spec(("exp.framework=dummy", "exp.trace_level=step",
+                      f"exp.trace_file={trace_file}", f"exp.log_dir={log_dir}",
+                      f"exp.docker={str(docker).lower()}"), (f"exp.replica_batch={batches}",))
+        planner = Planner(spec)
+        watch = HostAccessWatch()
+        experiments = list(watch.watch(planner.experiments()))
+        report = check_plan(planner, experiments)
+    except DlbsError as error:
+        one_line(error)
+        return
+    seen: dict[str, str] = {}
+    for experiment in experiments:
+        plain(experiment)
+        for name, path in written_files(experiment):
+            assert path == posixpath.normpath(path), (name, path)
+            if ".." in path.split("/"):  # only where it stays in the log folder
+                base = os.path.abspath(experiment["exp.log_dir"])
+                assert os.path.abspath(path).startswith(base + os.sep), (name, path)
+            if name != "runtime.results_db":
+                key = os.path.abspath(path)
+                assert key not in seen or report.problems, (seen.get(key), name, path)
+                seen[key] = name
+        trace = experiment["exp.trace_file"]
+        if docker and trace and os.path.dirname(os.path.abspath(trace)).startswith(
+                ("/etc", "/proc", "/dev", "/usr", "/var/run")):
+            assert any(text.startswith("exp.trace_file: a writable mount of /")
+                       for text in watch.warnings()), (trace, watch.warnings())
+    with tempfile.TemporaryDirectory() as folder:
+        # The run refuses a trace path where another file is: a log of another experiment.
+        other = Path(folder, "other.log")
+        other.write_text("__results.time__=1.0\n")
+        assert trace_place_problem(str(other)), "a log was taken for a trace"
+        assert trace_place_problem(folder), "a folder was taken for a trace"
+
+
+
+def _spec(params: tuple[str, ...], variables: tuple[str, ...]) -> Any:
+    """The default configs (read once: YAML parsing is slow) with these overrides."""
+    import copy
+
+    from dlbs.config.loader import SpecBuilder, load_spec
+
+    global _DEFAULT_SPEC
+    if _DEFAULT_SPEC is None:
+        _DEFAULT_SPEC = load_spec(None)
+    builder = SpecBuilder()
+    builder.spec = copy.deepcopy(_DEFAULT_SPEC)
+    builder.add_cli(params, variables, ())
+    return builder.spec
+
+
+_DEFAULT_SPEC: Any = None
+
+
 # -- the command line --------------------------------------------------------------------------
 OPTIONS = st.sampled_from([
     "-P", "-V", "-E", "--no-defaults", "--format", "--keys", "-o", "--config", "json", "jsonl",
@@ -425,5 +507,6 @@ TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "plan": (plan, plan_files()),
     "log": (log, logs()),
     "cli": (cli, argvs()),
+    "trace_path": (trace_path, TRACE_CASES),
     "database": (database, database_layouts()),
 }

@@ -7,7 +7,8 @@ import time
 import pytest
 from pytorch_benchmarks.timing import run_timed_loop
 
-pytestmark = pytest.mark.pytorch
+# Times measured against known sleeps: alone on the machine (tests/parallel.py).
+pytestmark = [pytest.mark.pytorch, pytest.mark.serial]
 
 
 @pytest.mark.parametrize("phase", ["inference", "training"])

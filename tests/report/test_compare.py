@@ -124,6 +124,8 @@ def test_formats() -> None:
 SWEEP = ["-V", 'exp.model=["resnet50", "vgg16"]', "-P", "exp.num_batches=40"]
 
 
+# The sweeps' batch times are what the comparison judges: their tests run alone on the
+# machine, and the fixture is made within the first of them (tests/parallel.py).
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Three sweeps: a base, the same setting again, and one 10% slower per batch."""
@@ -137,6 +139,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_planted_ten_percent_slowdown_is_found(runs: dict[str, Path], dlbs: Any) -> None:
     result = dlbs("compare", str(runs["base"] / "results.db"), str(runs["slower"]),
                   "--by", "exp.model")
@@ -150,6 +153,7 @@ def test_a_planted_ten_percent_slowdown_is_found(runs: dict[str, Path], dlbs: An
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_two_runs_of_the_same_setting_are_the_same(runs: dict[str, Path], dlbs: Any) -> None:
     result = dlbs("compare", str(runs["base"]), str(runs["again"] / "results.db"),
                   "--format", "json")
@@ -160,6 +164,7 @@ def test_two_runs_of_the_same_setting_are_the_same(runs: dict[str, Path], dlbs: 
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_an_ok_experiment_that_now_fails_is_a_regression(runs: dict[str, Path], dlbs: Any,
                                                          tmp_path: Path) -> None:
     failing = tmp_path / "failing"

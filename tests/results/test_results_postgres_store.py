@@ -27,6 +27,7 @@ from dlbs.results.schema import SCHEMA_VERSION
 from dlbs.results.sources import load_experiments
 from dlbs.results.store import open_store, store_name
 from tests.report.conftest import dummy_run
+from tests.run.conftest import gated, wait_until
 
 pytestmark = pytest.mark.postgres
 PARAMS = {"exp.model": "resnet50", "exp.replica_batch": 32}
@@ -138,33 +139,38 @@ def test_an_unreachable_server_is_one_clear_line(dlbs_cli) -> None:
 
 @pytest.mark.slow
 def test_a_server_lost_mid_run_fails_the_recording_and_keeps_the_log(tmp_path: Path) -> None:
+    """The server goes while the first benchmark runs: it runs to its end, nothing more starts.
+
+    The benchmark is held back by a gate (tests/run/conftest.gated) until its attempt is
+    recorded with its process mark; the server's connection is cut then, and the gate opened.
+    """
+    release = tmp_path / "release"
     with postgres_store_url() as url:
         logs = tmp_path / "logs"
         command = [sys.executable, "-m", "dlbs.cli.main", "run", "-P", "exp.framework=dummy",
                    "-P", f"exp.log_dir={logs}", "-P", "exp.num_warmup_batches=1",
-                   "-P", "exp.num_batches=20", "-P", "dummy.sleep=0.2",
+                   "-P", "exp.num_batches=20", "-P", "dummy.sleep=0.05",
                    "-V", 'exp.model=["resnet50", "vgg16", "alexnet"]',
-                   "-P", f"runtime.results_db={url}"]
+                   "-P", f"runtime.results_db={url}", *gated(release)]
         run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         try:
-            # Once the first attempt's start is recorded, its backend runs for seconds.
-            deadline = time.monotonic() + 60
             with psycopg.connect(url, autocommit=True) as watcher:
-                while time.monotonic() < deadline:
-                    started = watcher.execute(
-                        "SELECT count(*) FROM pg_tables WHERE tablename = 'attempts' AND "
-                        "schemaname = current_schema()").fetchone()[0] and watcher.execute(
-                        "SELECT count(*) FROM attempts").fetchone()[0]
-                    if started:
-                        break
-                    time.sleep(0.1)
+                def marked() -> bool:
+                    if not watcher.execute(
+                            "SELECT count(*) FROM pg_tables WHERE tablename = 'attempts' AND "
+                            "schemaname = current_schema()").fetchone()[0]:
+                        return False
+                    return bool(watcher.execute("SELECT count(*) FROM attempts WHERE job_id "
+                                                "IS NOT NULL").fetchone()[0])
+                wait_until(marked, "the first attempt recorded with its process mark")
             with psycopg.connect(postgres_url(), autocommit=True) as conn:
                 killed = conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE application_name = %s", (f"dlbs pid {run.pid} on "
                                                     f"{os.uname().nodename}"[:63],)).fetchall()
             assert killed == [(True,)]
+            release.touch()
             _, stderr = run.communicate(timeout=120)
         finally:
             run.kill()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from dlbs.results.protocol import parse_log
+from dlbs.results.sources import load_experiments
 from tests.run.conftest import attempts
 
 DUMMY = ["-P", "exp.framework=dummy", "-P", "exp.num_batches=3", "-P", "exp.num_warmup_batches=1",
@@ -256,3 +257,27 @@ def test_progress_bar_counts_done_failed_and_skipped(run_dlbs):
     assert result.returncode == 1
     assert "3/3 ok 2 failed 1 skipped 0" in result.stderr
     assert "dlbs: 1 failure, 2 ok" in result.stderr
+
+
+def test_a_store_that_fails_while_a_benchmark_runs_stops_nothing_that_runs(
+        tmp_path, monkeypatch, capsys):
+    """The store fails on the running attempt's process mark: that benchmark runs to its end
+    (recorded: the store works again by then), nothing more starts, the error ends the run."""
+    from dlbs.cli.main import main
+    from dlbs.errors import ResultsError
+    from dlbs.results.store_writes import StoreWrites
+
+    def lost(self, exp_id, attempt, job_id):
+        raise ResultsError(f"results database {self.location}: cannot record: disk I/O error")
+
+    monkeypatch.setattr(StoreWrites, "set_job_id", lost)
+    status = main(["run", *DUMMY, "-P", f"exp.log_dir={tmp_path / 'logs'}", "-P",
+                   "exp.num_batches=20", "-V", 'exp.replica_batch=[2, 4, 8]'])
+    stderr = capsys.readouterr().err
+    errors = [line for line in stderr.splitlines() if line.startswith("dlbs: error:")]
+    assert status == 2 and len(errors) == 1, stderr
+    assert "cannot record: disk I/O error" in errors[0] and "those running finish" in stderr
+    [log] = list((tmp_path / "logs").glob("*.log"))
+    [experiment] = load_experiments([str(log)]).experiments
+    assert experiment["results.status"] == "ok" and experiment["results.time_count"] == 20
+    assert statuses(tmp_path / "logs" / "results.db") == ["ok"]

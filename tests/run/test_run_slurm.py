@@ -72,7 +72,9 @@ def _most_at_once(spans) -> int:
 
 def test_sweep_in_flight_keeps_both_nodes_busy_and_monitors_inside_jobs(run_dlbs, tmp_path,
                                                                        slurm_cluster):
-    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0.7", "-P", "exp.num_batches=3",
+    # Six batches of 0.7 s: on a loaded machine the node monitor may start a second or two
+    # into the job, and still takes at least five samples of the backend.
+    result = run_dlbs("run", *DUMMY, "-P", "dummy.sleep=0.7", "-P", "exp.num_batches=6",
                       "-P", "slurm.exclusive=true", "-P", "monitor.frequency=0.2",
                       "-P", "dummy.busy=true", "-V", "exp.replica_batch=[1, 2, 3, 4]")
     assert result.returncode == 0, result.stderr
