@@ -5,6 +5,11 @@ sample LoadGen issues (its response id and sample index) and each response the h
 back. The system's lanes take random short times, so batches finish out of order, and answer
 each sample with classes computed from its index: an answer completed under another
 sample's id shows in LoadGen's own accuracy log.
+
+Every scenario runs: single_stream and multi_stream on lane 0 from LoadGen's thread, the
+others from the lanes' threads; max_qps through several LoadGen runs on one system under
+test. The lanes stand for what `exp.gpus` and `exp.inference_streams` > 1 make (a stream of
+one of several devices each): to the harness they are only lane numbers.
 """
 
 from __future__ import annotations
@@ -125,8 +130,17 @@ class RecordingLoadGen:
         self.loadgen.QuerySamplesComplete(responses)
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenario=st.sampled_from(["offline", "server", "accuracy"]), lanes=st.integers(1, 4),
+#: max_qps's bound: broken within a few trials once a rate passes what the lanes serve (the
+#: other scenarios' 1000 ms never is within a trial's 0.1 s, and the search would go on).
+MAX_QPS_BOUND_MS = 20.0
+#: max_qps's minimum query count: the search may go down to 80 queries/s before it gives up.
+MAX_QPS_MIN_QUERIES = 8
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario=st.sampled_from(["single_stream", "multi_stream", "offline", "server",
+                                 "max_qps", "accuracy"]),
+       lanes=st.integers(1, 4),
        batch=st.integers(1, 9), total=st.integers(1, 150), resident=st.integers(1, 64),
        delay_ms=st.sampled_from([0.0, 0.5, 3.0]), seed=st.integers(0, 2**16))
 @pytest.mark.slow
@@ -136,14 +150,23 @@ def test_every_issued_sample_is_completed_once_with_its_own_answer(
     recorder = RecordingLoadGen(harness.import_loadgen())
     monkeypatch.setattr(harness, "import_loadgen", lambda: recorder)
     folder = tmp_path_factory.mktemp("dispatch")
-    options = EvaluationOptions(scenario=scenario, min_duration_s=0.05, min_query_count=20,
-                                target_qps=2000.0, latency_bound_ms=1000.0,
+    max_qps = scenario == "max_qps"
+    options = EvaluationOptions(scenario=scenario, min_duration_s=0.05,
+                                min_query_count=MAX_QPS_MIN_QUERIES if max_qps else 20,
+                                target_qps=2000.0,
+                                latency_bound_ms=MAX_QPS_BOUND_MS if max_qps else 1000.0,
                                 max_queue_delay_ms=delay_ms, loadgen_dir=str(folder / "lg"),
                                 predictions_file=str(folder / "predictions.jsonl"))
     system = OutOfOrder(lanes, total, min(resident, total), seed)
     failures: list[BaseException] = []
-    results = harness.run_evaluation(system, options, batch_size=batch, warmup=1,
-                                     say=lambda line: None, abort=failures.append)
+    try:
+        results = harness.run_evaluation(system, options, batch_size=batch, warmup=1,
+                                         say=lambda line: None, abort=failures.append)
+    except harness.BoundNotMet:
+        # A loaded machine's pauses may break the bound at every rate max_qps tries: its
+        # trials still ran through LoadGen, and what they issued is checked below.
+        if not max_qps:
+            raise
     assert not failures and not system.problems
     assert recorder.issued, "LoadGen issued nothing"
     assert not recorder.problems
