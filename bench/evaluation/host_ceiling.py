@@ -191,6 +191,7 @@ def main() -> int:
     lane_counts = [int(n) for n in args.lanes.split(",")]
     scenarios = args.scenarios.split(",")
     began = time.time()
+    load_before = os.getloadavg()
     runs = []
     for repeat in range(args.repeat):
         for scenario in scenarios:
@@ -211,12 +212,19 @@ def main() -> int:
                           f"{run['figure']:,.0f}/s, {run['served']:,} samples served, "
                           f"{run['cpu_us_per_sample']:.2f} CPU us per sample", flush=True)
     rows, text = table(runs, scenarios, lane_counts, list(trees))
+    # The load averages (1, 5, 15 minutes) before and after: on a shared machine, what else
+    # ran beside the measurement.
+    load_after = os.getloadavg()
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, load average "
-               f"{os.getloadavg()[0]:.1f} at the end, Python {platform.python_version()}")
+               + "/".join(f"{v:.1f}" for v in load_before) + " before, "
+               + "/".join(f"{v:.1f}" for v in load_after) + " after (1/5/15 min), "
+               f"Python {platform.python_version()}")
     result = {"settings": vars(args), "trees": trees, "machine": machine,
+              "load_average_before": load_before, "load_average_after": load_after,
               "seconds": time.time() - began, "runs": runs, "table": rows}
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "results.md").write_text(text + f"\n\n{machine}\n")
+    command = " ".join(["python", *sys.argv])
+    (out / "results.md").write_text(text + f"\n\n{machine}\n\n    {command}\n")
     print(text)
     print(f"({result['seconds']:.0f} s; {machine})")
     return 0
