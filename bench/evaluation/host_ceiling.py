@@ -30,7 +30,8 @@ library to the last batch: its query generation, the issue, the serving.
 harness: `git archive main python | tar -x -C /tmp/main` gives /tmp/main/python): the table
 then holds both, and the ratio of each median to the baseline's.
 
-Writes OUT/results.json (every run) and OUT/results.md (the table it prints). The numbers are
+Writes OUT/results.json (every run), OUT/results.md (the table it prints) and LoadGen's
+summary and detail logs of each run under OUT/loadgen/ (not its traces). The numbers are
 this machine's: on a shared machine compare ratios within one run, never across runs.
 """
 
@@ -120,6 +121,9 @@ def run_one(python_dir: str, scenario: str, lanes: int, batch: int, duration_s: 
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    # LoadGen's Chrome trace of an offline run has events per sample: hundreds of MB for the
+    # default query of a million samples, for each run. The summary and the detail stay.
+    (folder / "mlperf_log_trace.json").unlink(missing_ok=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
