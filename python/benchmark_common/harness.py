@@ -26,10 +26,16 @@ pace, and a warning says so.
 Serving:
 - single_stream, multi_stream: LoadGen issues one query at a time; it runs as one batch on
   lane 0, on LoadGen's thread, and completes when it is done.
-- offline, accuracy, server, max_qps: the samples of every query wait in one queue; each
-  lane has a thread that, whenever its lane is free, takes up to `batch_size` waiting samples
-  as one batch, runs it, and completes its samples. server and max_qps: a batch that is not
-  full waits until its first sample has waited `max_queue_delay_ms` (0: it never waits).
+- offline, accuracy, server, max_qps: the samples of every query wait in one queue
+  (`SampleQueue`); each lane has a thread that, whenever its lane is free, takes up to
+  `batch_size` waiting samples as one batch, runs it, and completes its samples. server and
+  max_qps: a batch that is not full waits until its first sample has waited
+  `max_queue_delay_ms` (0: it never waits).
+- The host's work per sample is kept to a few C-level list operations, so that one Python
+  process keeps several GPUs fed (docs/evaluation.md, "Several GPUs"): LoadGen's fast system
+  under test hands each query over as two lists of ints (response ids, sample indices), not
+  an object per sample; a batch is a slice of them; and each lane completes its samples with
+  `batch_size` response objects of its own, made before LoadGen's run, whose ids it sets.
 - max_qps: server runs at rates the harness searches (`_find_peak`): from 0.9 of the
   calibrated rate, up while the latency percentile keeps the bound and down while it
   breaks it, then bisecting to `MAX_QPS_PRECISION`; bounded (`MAX_QPS_TRIALS`, trials cut at
@@ -51,7 +57,6 @@ from __future__ import annotations
 
 import array
 import bisect
-import collections
 import gc
 import math
 import os
@@ -62,12 +67,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from .accuracy import AccuracyCounter, read_labels
 from .loadgen_log import LoadGenLog
 from .options import EvaluationOptions
 from .protocol import emit_progress
+from .sample_queue import SampleQueue
 from .system import InferenceSystem
 from .timed_marks import TimedMarks, print_line
 
@@ -211,13 +217,6 @@ def _watch_signals(abort: Callable[[BaseException], None]) -> None:
     threading.Thread(target=watch, name="dlbs-signals", daemon=True).start()
 
 
-class _Probe(NamedTuple):
-    """A sample of the calibration, served as LoadGen's are (`id` is never LoadGen's)."""
-
-    id: int
-    index: int
-
-
 class _Tally:
     """Counts the calibration's completed samples; `wait` returns when all are done."""
 
@@ -227,9 +226,9 @@ class _Tally:
         self.lock = threading.Lock()
         self.finished = threading.Event()
 
-    def add(self, samples: Sequence[Any], answer: Any) -> None:
+    def add(self, ids: Sequence[int], indices: Sequence[int], answer: Any, lane: int) -> None:
         with self.lock:
-            self.done += len(samples)
+            self.done += len(ids)
             if self.done >= self.expected:
                 self.finished.set()
 
@@ -305,19 +304,25 @@ class _Harness:
         self.queued = self.scenario in QUEUED_SCENARIOS
         self.delay_s = options.max_queue_delay_ms / 1000.0 \
             if self.scenario in ("server", "max_qps") else 0.0
-        self._pending: collections.deque = collections.deque()
-        self._arrivals: collections.deque = collections.deque()  # [arrival, samples left]
+        self._queue = SampleQueue()
         self._wake = threading.Condition()
         self._stopping = False
-        self._respond: Callable[[Sequence[Any], Any], None] = self._complete
+        self._respond: Callable[[list[int], list[int], Any, int], None] = self._complete
+        # Per lane, `batch_size` QuerySampleResponse objects made before LoadGen's run and
+        # reused for every batch the lane completes (a new object per sample costs several
+        # times as much as setting its id: pybind11 allocates and registers each one).
+        self._responses: list[list[Any]] = []
         self._serving = _Serving()
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         lg = self.lg
         self.folder = claim_folder(self.options.loadgen_dir)
-        sut = lg.ConstructSUT(self._issue_to_queue if self.queued else self._issue_here,
-                              self._flush)
+        # The fast system under test: each query comes as two lists of ints (ids, indices),
+        # not as a QuerySample object per sample, which an offline query of a million
+        # samples would spend seconds of its timed run making.
+        sut = lg.ConstructFastSUT(self._issue_to_queue if self.queued else self._issue_here,
+                                  self._flush)
         qsl = lg.ConstructQSL(self.system.total_samples, self.system.performance_samples,
                               self._load, self._unload)
         lanes: list[threading.Thread] = []
@@ -352,7 +357,7 @@ class _Harness:
             for lane in lanes:
                 lane.join()
             lg.DestroyQSL(qsl)
-            lg.DestroySUT(sut)
+            lg.DestroyFastSUT(sut)
         results["results.recompiles"] = recompiles
         warnings = []
         if recompiles:
@@ -390,10 +395,10 @@ class _Harness:
         log_settings.log_output.outdir = self.folder
         log_settings.log_output.copy_summary_to_stdout = False
         log_settings.log_output.prefix_with_datetime = False
-        # A trace has an event per sample: bounded by the latency (single_stream,
-        # multi_stream) or the dataset (accuracy), none per sample for offline; a server at
-        # tens of thousands of samples a second (max_qps: for each rate tried) would write
-        # gigabytes.
+        # A trace has events per sample (about 270 bytes a sample): bounded by the latency
+        # (single_stream, multi_stream), the dataset (accuracy) or the one query (offline:
+        # 57 MB for 210,000 samples); a server at tens of thousands of samples a second
+        # (max_qps: for each rate tried) would write gigabytes.
         log_settings.enable_trace = self.scenario not in ("server", "max_qps")
         self._serving = _Serving()
         self.lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
@@ -418,6 +423,8 @@ class _Harness:
         began = time.perf_counter()
         system.prepare(self.sizes, self.warmup, resident)
         self.say(f"prepared in {time.perf_counter() - began:.1f} s")
+        self._responses = [[self.lg.QuerySampleResponse(0, 0, 0) for _ in range(self.batch)]
+                           for _ in range(system.lanes)]
         calibrated: dict[str, float] = {}
         if self.scenario == "single_stream":
             calibrated["batch1_ms"] = self._median_ms(resident[:1])
@@ -458,7 +465,7 @@ class _Harness:
                 tally = _Tally(count)
                 self._respond = tally.add
                 start = time.perf_counter()
-                self._enqueue([_Probe(-1, resident[i % len(resident)]) for i in range(count)])
+                self._enqueue([0] * count, [resident[i % len(resident)] for i in range(count)])
                 tally.wait()
                 if round_number:
                     rates.append(count / max(time.perf_counter() - start, 1e-9))
@@ -639,26 +646,25 @@ class _Harness:
     def _flush(self) -> None:
         pass
 
-    def _issue_here(self, samples: Sequence[Any]) -> None:
+    def _issue_here(self, ids: list[int], indices: list[int]) -> None:
         """single_stream, multi_stream: the query as one batch on lane 0, on this thread."""
         try:
-            for start in range(0, len(samples), self.batch):
-                batch = samples[start:start + self.batch]
-                self._complete(batch, self._run(batch, 0))
+            for start in range(0, len(ids), self.batch):
+                batch = indices[start:start + self.batch]
+                self._complete(ids[start:start + self.batch], batch, self._run(batch, 0), 0)
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
-    def _issue_to_queue(self, samples: Sequence[Any]) -> None:
+    def _issue_to_queue(self, ids: list[int], indices: list[int]) -> None:
         try:
-            self._enqueue(samples)
+            self._enqueue(ids, indices)
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
-    def _enqueue(self, samples: Sequence[Any]) -> None:
+    def _enqueue(self, ids: list[int], indices: list[int]) -> None:
         with self._wake:
-            self._pending.extend(samples)
-            self._arrivals.append([time.monotonic(), len(samples)])
-            self._wake.notify(min(len(samples), self.system.lanes))
+            self._queue.put(ids, indices, time.monotonic())
+            self._wake.notify(min(len(ids), self.system.lanes))
 
     # -- the lanes ---------------------------------------------------------------------------
     def _serve(self, lane: int) -> None:
@@ -669,28 +675,30 @@ class _Harness:
                 batch = self._take()
                 if batch is None:
                     return
-                self._respond(batch, self._run(batch, lane))
+                ids, indices = batch
+                self._respond(ids, indices, self._run(indices, lane), lane)
         except BaseException as error:  # noqa: BLE001
             self.abort(error)
 
-    def _run(self, batch: Sequence[Any], lane: int) -> Any:
+    def _run(self, indices: list[int], lane: int) -> Any:
         """Start a batch on a lane, wait for its answer, and count it (`_Serving`)."""
         start = time.perf_counter()
-        wait = self.system.submit([sample.index for sample in batch], self.top, lane)
+        wait = self.system.submit(indices, self.top, lane)
         launched = time.perf_counter()
         answer = wait()
-        self._serving.add(len(batch), padded_size(self.sizes, len(batch)), launched - start,
-                          time.perf_counter() - start)
+        self._serving.add(len(indices), padded_size(self.sizes, len(indices)),
+                          launched - start, time.perf_counter() - start)
         return answer
 
-    def _take(self) -> list[Any] | None:
-        """Up to `batch` waiting samples, once ready (see the module doc); None: stop."""
+    def _take(self) -> tuple[list[int], list[int]] | None:
+        """Up to `batch` waiting samples (ids, indices), once ready (module doc); None: stop."""
+        queue = self._queue
         with self._wake:
             while True:
-                if self._pending:
-                    if len(self._pending) >= self.batch or self.delay_s <= 0 or self._stopping:
+                if queue.waiting:
+                    if queue.waiting >= self.batch or self.delay_s <= 0 or self._stopping:
                         break
-                    remaining = self._arrivals[0][0] + self.delay_s - time.monotonic()
+                    remaining = queue.oldest_arrival() + self.delay_s - time.monotonic()
                     if remaining <= 0:
                         break
                     self._wake.wait(remaining)
@@ -698,37 +706,33 @@ class _Harness:
                     return None
                 else:
                     self._wake.wait()
-            count = min(self.batch, len(self._pending))
-            batch = [self._pending.popleft() for _ in range(count)]
-            left = count
-            while left:  # the arrival times of what still waits
-                oldest = self._arrivals[0]
-                used = min(left, oldest[1])
-                oldest[1] -= used
-                left -= used
-                if not oldest[1]:
-                    self._arrivals.popleft()
-            if self._pending:
+            batch = queue.take(self.batch)
+            if queue.waiting:
                 self._wake.notify()  # another free lane may take the rest
             return batch
 
-    def _complete(self, samples: Sequence[Any], answer: Any) -> None:
+    def _complete(self, ids: list[int], indices: list[int], answer: Any, lane: int) -> None:
         """Complete a finished batch's samples with LoadGen (accuracy: count the answers)."""
         if self.accuracy is None or answer is None:
-            self.lg.QuerySamplesComplete(
-                [self.lg.QuerySampleResponse(sample.id, 0, 0) for sample in samples])
+            # The lane's own response objects, their ids set (LoadGen copies them).
+            responses = self._responses[lane]
+            if len(ids) != len(responses):
+                responses = responses[:len(ids)]
+            for response, sample_id in zip(responses, ids):
+                response.id = sample_id
+            self.lg.QuerySamplesComplete(responses)
             return
         classes, probabilities = answer
         buffers = []
         responses = []
         with self.accuracy_lock:
-            for sample, best, chances in zip(samples, classes, probabilities):
-                self.accuracy.add(sample.index, self.system.label(sample.index), best, chances)
+            for sample_id, index, best, chances in zip(ids, indices, classes, probabilities):
+                self.accuracy.add(index, self.system.label(index), best, chances)
                 # The accuracy log (mlperf_log_accuracy.json) keeps each sample's top-5.
                 data = array.array("i", [int(c) for c in list(best)[:5]])
                 address, length = data.buffer_info()
                 buffers.append(data)
-                responses.append(self.lg.QuerySampleResponse(sample.id, address,
+                responses.append(self.lg.QuerySampleResponse(sample_id, address,
                                                              length * data.itemsize))
         self.lg.QuerySamplesComplete(responses)
         del buffers  # LoadGen has copied the data

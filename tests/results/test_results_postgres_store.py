@@ -166,8 +166,9 @@ def test_a_server_lost_mid_run_fails_the_recording_and_keeps_the_log(tmp_path: P
                             "SELECT count(*) FROM pg_tables WHERE tablename = 'attempts' AND "
                             "schemaname = current_schema()").fetchone()[0]:
                         return False
+                    # The mark recorded at the start gains the process's pid once it runs.
                     return bool(watcher.execute("SELECT count(*) FROM attempts WHERE job_id "
-                                                "IS NOT NULL").fetchone()[0])
+                                                "LIKE '%\"pid\":%'").fetchone()[0])
                 wait_until(marked, "the first attempt recorded with its process mark")
             with psycopg.connect(postgres_url(), autocommit=True) as conn:
                 killed = conn.execute(

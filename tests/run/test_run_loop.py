@@ -264,10 +264,10 @@ def test_progress_bar_counts_done_failed_and_skipped(run_dlbs):
 
 def test_a_store_that_fails_while_a_benchmark_runs_stops_nothing_that_runs(
         tmp_path, monkeypatch, capsys):
-    """A store that fails on a running attempt's process mark stops nothing that runs.
+    """A store that fails on the running attempt's process mark stops nothing that runs.
 
-    That benchmark runs to its end (recorded: the store works again by then), nothing more
-    starts, the error ends the run.
+    That benchmark runs to its end (and is recorded: the store works again by then), nothing
+    more starts, and the store's error ends the run.
     """
     from dlbs.cli.main import main
     from dlbs.errors import ResultsError
