@@ -146,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         emit("results.start_time", start_time)
         failure(describe(error))
+        if isinstance(error, KeyboardInterrupt):
+            # Ctrl-C or SIGTERM that came while `import mxnet` was loading the library can
+            # leave its engine half made, and the interpreter's exit then waits on it for
+            # ever: the failure is printed, so end here, without the library's teardown.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
         return 1
 
 

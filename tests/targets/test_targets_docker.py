@@ -221,21 +221,26 @@ def test_nvidia_docker_launcher_runs_the_equivalent_command_line(target, experim
 def test_ctrl_c_stops_and_removes_the_container(target, sink, experiment, docker_client):
     import signal
 
+    # Ctrl-C is pressed once the container runs (started, not only created: a loaded
+    # machine can take a while between the two) and the target waits for it (on_start is
+    # called there): a KeyboardInterrupt before that would escape into pytest and end the
+    # whole session.
+    waiting = threading.Event()
+
     def press_ctrl_c() -> None:
-        # Once the container runs (started, not only created: a loaded machine can take a
-        # while between the two), and the target waits for it.
-        deadline = time.monotonic() + 30
-        while not any(c.status == "running" for c in _containers_of(docker_client,
-                                                                      "docker-test")) \
+        deadline = time.monotonic() + 60
+        while not (waiting.is_set() and any(
+                c.status == "running" for c in _containers_of(docker_client, "docker-test"))) \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGINT)
+        if waiting.is_set():  # else the run ends at its timeout, and the test fails
+            os.kill(os.getpid(), signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
     started = time.monotonic()
-    outcome = target.run(make_invocation(experiment, ["sleep", "300"]), sink, 120)
+    outcome = target.run(make_invocation(experiment, ["sleep", "300"]), sink, 120,
+                         on_start=lambda pid: waiting.set())
     presser.join()
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 30

@@ -161,17 +161,22 @@ def test_a_missing_working_directory_is_a_failure_naming_it(target, tmp_path):
 def test_ctrl_c_stops_the_child_and_returns_interrupted(target, tmp_path):
     marker = tmp_path / "started"
     script = f'touch "{marker}"; sleep 300'
+    # Ctrl-C is pressed once the target waits for its child (on_start is called there): a
+    # KeyboardInterrupt before that would escape into pytest and end the whole session.
+    waiting = threading.Event()
 
     def press_ctrl_c() -> None:
-        deadline = time.monotonic() + 20
-        while not marker.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not (waiting.is_set() and marker.exists()) and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(os.getpid(), signal.SIGINT)
+        if waiting.is_set():  # else the run ends at its timeout, and the test fails
+            os.kill(os.getpid(), signal.SIGINT)
 
     presser = threading.Thread(target=press_ctrl_c)
     presser.start()
     started = time.monotonic()
-    outcome = target.run(Invocation(["sh", "-c", script]), io.BytesIO(), 60)
+    outcome = target.run(Invocation(["sh", "-c", script]), io.BytesIO(), 60,
+                         on_start=lambda pid: waiting.set())
     presser.join()
     assert outcome.status == "interrupted"
     assert time.monotonic() - started < 10
