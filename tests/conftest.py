@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -58,6 +59,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     with turns.turn(alone=item.get_closest_marker("serial") is not None):
         return (yield)
+
+
+# What a child process inherits of the test process's signals: ignored dispositions and the
+# blocked mask survive exec. A test that leaves SIGTERM ignored or blocked (or a handler of its
+# own in place) changes every later test of its worker: a process it starts cannot be stopped
+# with SIGTERM. Each test must leave them as it found them.
+_WATCHED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _signal_state() -> tuple[object, ...]:
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return (*(signal.getsignal(number) for number in _WATCHED_SIGNALS),
+            frozenset(number for number in blocked if number in _WATCHED_SIGNALS))
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    if after != before:
+        for number, handler in zip(_WATCHED_SIGNALS, before):
+            signal.signal(number, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, signal.pthread_sigmask(signal.SIG_BLOCK, [])
+                               - set(_WATCHED_SIGNALS) | set(before[-1]))  # type: ignore[arg-type]
+        pytest.fail(f"the test changed the process's signal state: {before} -> {after}",
+                    pytrace=False)
 
 
 @pytest.fixture
