@@ -6,7 +6,6 @@ name), then each file's includes, then the file itself, then `-P/-V/-E` from the
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -57,6 +56,8 @@ def default_config_files() -> list[Path]:
 
 def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
     """A 'did you mean' hint naming the closest candidates (each once), or None."""
+    import difflib  # here: only an error needs it, and `dlbs plan` starts faster
+
     close = difflib.get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=0.6)
     if not close:
         return None
