@@ -104,8 +104,12 @@ class ParsedCache:
     def stamp(self) -> tuple[Any, ...]:
         """What every cached document depends on besides its file: the parser."""
         if self._stamp is None:
-            self._stamp = (sys.implementation.cache_tag, _source_digest(_PARSER),
-                           _package_stamp("ruamel.yaml"), _package_stamp("_ruamel_yaml"))
+            self._stamp = (
+                sys.implementation.cache_tag,
+                _source_digest(_PARSER),
+                _package_stamp("ruamel.yaml"),
+                _package_stamp("_ruamel_yaml"),
+            )
         return self._stamp
 
     def _read(self) -> dict[str, Any]:
@@ -116,15 +120,22 @@ class ParsedCache:
         if data is None or not data.startswith(MAGIC):
             return {}
         try:
-            loaded = marshal.loads(data[len(MAGIC):])
+            loaded = marshal.loads(data[len(MAGIC) :])
         except (ValueError, EOFError, TypeError):
             return {}
-        if not (isinstance(loaded, tuple) and len(loaded) == 3 and loaded[0] == FORMAT
-                and loaded[1] == self.stamp() and type(loaded[2]) is dict):
+        if not (
+            isinstance(loaded, tuple)
+            and len(loaded) == 3
+            and loaded[0] == FORMAT
+            and loaded[1] == self.stamp()
+            and type(loaded[2]) is dict
+        ):
             return {}
         entries = loaded[2]
-        if not all(type(key) is str and type(document) is dict and _plain(document)
-                   for key, document in entries.items()):
+        if not all(
+            type(key) is str and type(document) is dict and _plain(document)
+            for key, document in entries.items()
+        ):
             return {}
         return entries
 
@@ -202,8 +213,7 @@ def _write(path: Path, data: bytes) -> None:
     import tempfile  # only when writing: most commands find the cache and never write
 
     path.parent.mkdir(exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp",
-                                             dir=path.parent)
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(data)
