@@ -363,16 +363,17 @@ class Planner:
         layout.last = (overrides, entries)
         for name, entry in zip(layout.varying, entries):
             experiment[name] = entry.value
-            if entry.host:
+            if entry.host and name not in excluded:
                 excluded = excluded | {name}
         for name in overrides:
             if name not in experiment and not name.startswith(GROUP_PREFIX) and \
                     self.ctx.visible(name, framework):
                 entry = resolver.entry(name)
                 experiment[name] = entry.value
-                if entry.host or name.startswith("results."):
+                if (entry.host or name.startswith("results.")) and name not in excluded:
                     excluded = excluded | {name}
-        unset = [name for name in self._when_set if name in experiment
+        # `identity: when_set` names that no sweep changes are decided by the layout.
+        unset = [name for name in layout.when_set if name in experiment
                  and experiment[name] is None]
         if unset:
             excluded = excluded | set(unset)
@@ -389,7 +390,13 @@ class Planner:
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
         if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
-            experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
+            if excluded is layout.not_in_id and len(experiment) == len(layout.template):
+                # The layout's names and exclusions: the layout's identity set.
+                if layout.identity_set is None:
+                    layout.identity_set = self.identity_sets.of(experiment, excluded)
+                experiment[ID_PARAMS] = layout.identity_set
+            else:
+                experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
     @staticmethod
@@ -424,31 +431,42 @@ class Planner:
             elif deps.get(name):
                 template[name] = None
                 varying.append(name)
+                if self.params[name].host:  # `identity: false`: out of every id, whatever its value
+                    host.add(name)
             else:
                 entry = resolver.entry(name)
                 template[name] = entry.value
                 if entry.host:
                     host.add(name)
-        not_in_id = frozenset(host | set(post_id) | {ID, *NOT_IN_ID} | {
+        # `identity: when_set` names null in every experiment are out of every id; those that
+        # a sweep may change are tested per experiment (_finalize).
+        when_set = frozenset(name for name in self._when_set if name in template
+                             and (name in varying or name in post_id))
+        unset = {name for name in self._when_set if name in template
+                 and name not in when_set and template[name] is None}
+        not_in_id = frozenset(host | set(post_id) | unset | {ID, *NOT_IN_ID} | {
             name for name in template if name.startswith("results.")})
         inputs = tuple(frozenset(deps[name]) for name in varying)
-        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs)
+        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs, when_set)
 
 
 class _Layout:
     """What all experiments of one framework share."""
 
-    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last", "id_keys",
-                 "id_values")
+    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "when_set", "last",
+                 "id_keys", "id_values", "identity_set")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
                  varying: tuple[str, ...], post_id: tuple[str, ...],
-                 inputs: tuple[frozenset[str], ...]) -> None:
+                 inputs: tuple[frozenset[str], ...], when_set: frozenset[str]) -> None:
         self.template = template  # every parameter in order; values shared by all experiments
         self.not_in_id = not_in_id  # host values, outputs, the id and what depends on it
         self.varying = varying  # parameters the sweep can change
         self.post_id = post_id  # parameters that reference exp.id
         self.inputs = inputs  # per varying parameter: the sweep inputs it reaches
+        self.when_set = when_set  # `identity: when_set` names that may be null or not
+        # exp.id_params of the experiments with exactly the layout's names and exclusions.
+        self.identity_set: dict[str, list[str]] | None = None
         # The last experiment of this layout: its overrides and the entries of `varying`.
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
         # The parameters that identify an experiment, and a getter of their values.

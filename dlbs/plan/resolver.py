@@ -104,24 +104,28 @@ class ResolutionContext:
         comes before `${exp.id}` is shared: that run's text is kept as values are, by the
         inputs it reaches, and the rest is made each time. None: nothing worth keeping.
         """
-        if template.single is not None or not all(
-                isinstance(part, str) or isinstance(part, Ref) and isinstance(part.name, str)
-                for part in template.parts):
+        names = [_part_names(part) for part in template.parts]
+        if template.single is not None or None in names:
             return None
         runs: list[Run] = []
         run: list[Part] = []
-        for part in (*template.parts, None):
-            deps = () if part is None or isinstance(part, str) else self._reached([part.name])
+        run_names: list[str] = []
+        for part, read in (*zip(template.parts, names), (None, ())):
+            deps = self._reached(read) if read else ()
             if part is not None and self.shared(deps):
                 run.append(part)
+                run_names += read
                 continue
             if run:
-                run_deps = self._reached(p.name for p in run if isinstance(p, Ref))
-                if sum(isinstance(p, Ref) for p in run) > 1 and self.shared(run_deps):
+                run_deps = self._reached(run_names)
+                # An expression is kept with the text around it (`log_file`'s scenario test).
+                kept = sum(not isinstance(p, str) for p in run) > 1 or any(
+                    isinstance(p, Expr) for p in run)
+                if kept and self.shared(run_deps):
                     runs.append((object(), tuple(run), run_deps))
                 else:
                     runs.extend((None, (p,), ()) for p in run)
-                run = []
+                run, run_names = [], []
             if part is not None:
                 runs.append((None, (part,), ()))
         return runs if any(key is not None for key, _, _ in runs) else None
@@ -199,6 +203,16 @@ class ResolutionContext:
 
 #: A character that ends or escapes the quotes an expression puts a value in.
 _BREAKS_QUOTES = re.compile("['\"\\\\\n\r]")
+
+
+def _part_names(part: Part) -> tuple[str, ...] | None:
+    """The names a part of a string reads; None when one of them is computed (`${${a}}`)."""
+    if isinstance(part, str):
+        return ()
+    if isinstance(part, Ref):
+        return (part.name,) if isinstance(part.name, str) else None
+    names = tuple(ref.name for ref in part.refs)
+    return names if all(isinstance(name, str) for name in names) else None
 
 
 def _located(error: ConfigError) -> bool:
