@@ -7,7 +7,6 @@ flat memory. Each is a plain dict of resolved, typed, checked parameters.
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -379,11 +378,11 @@ class Planner:
             excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
             if excluded is layout.not_in_id and len(experiment) == len(layout.template):
-                payload = dict(zip(layout.id_keys, layout.id_values(experiment)))
+                identity = layout.id_text.identity(experiment)
             else:  # a host value among the varying ones, or a parameter the layout lacks
-                payload = {name: value for name, value in experiment.items()
-                           if name not in excluded}
-            experiment[ID] = identity = _identity(payload)
+                identity = _identity({name: value for name, value in experiment.items()
+                                      if name not in excluded})
+            experiment[ID] = identity
             with_id = dict(overrides)
             with_id[ID] = Override(identity, identity, "<plan>")
             resolver.overrides = with_id
@@ -454,7 +453,7 @@ class _Layout:
     """What all experiments of one framework share."""
 
     __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "when_set", "last",
-                 "id_keys", "id_values", "identity_set")
+                 "id_text", "identity_set")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
                  varying: tuple[str, ...], post_id: tuple[str, ...],
@@ -469,15 +468,64 @@ class _Layout:
         self.identity_set: dict[str, list[str]] | None = None
         # The last experiment of this layout: its overrides and the entries of `varying`.
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
-        # The parameters that identify an experiment, and a getter of their values.
-        self.id_keys = tuple(name for name in template if name not in not_in_id)
-        self.id_values = operator.itemgetter(*self.id_keys) if len(self.id_keys) > 1 else \
-            lambda experiment: tuple(experiment[name] for name in self.id_keys)
+        # The text exp.id hashes, of the parameters that identify an experiment.
+        self.id_text = _IdText(template, not_in_id, frozenset(varying))
 
 
 def _identity(payload: dict[str, Any]) -> str:
     """exp.id: the hash of the values that identify an experiment, whatever their order."""
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+
+class _IdText:
+    """`_identity` of the experiments of one layout, its text made a value at a time.
+
+    `orjson.dumps(payload, option=OPT_SORT_KEYS)` is `{`, the `"name":value` pieces in the
+    order of the names, joined by `,`, and `}`: the piece of a value that no sweep changes is
+    made once, that of a varying one once per value object (the planner shares values and
+    never changes one). The first experiment checks the pieces against the whole text; were
+    they different, every experiment would hash the whole text.
+    """
+
+    __slots__ = ("names", "pieces", "slots", "last", "checked", "whole")
+
+    def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
+                 varying: frozenset[str]) -> None:
+        self.names = sorted(name for name in template if name not in not_in_id)
+        self.pieces: list[bytes] = []
+        self.slots: list[tuple[int, str, bytes]] = []  # (index in pieces, name, its prefix)
+        for index, name in enumerate(self.names):
+            prefix = orjson.dumps(name) + b":"
+            if name in varying:
+                self.slots.append((index, name, prefix))
+                self.pieces.append(b"")
+            else:
+                self.pieces.append(prefix + orjson.dumps(template[name],
+                                                         option=orjson.OPT_SORT_KEYS))
+        self.last: list[tuple[Any, bytes] | None] = [None] * len(self.slots)
+        self.checked = False
+        self.whole = False
+
+    def identity(self, experiment: dict[str, Any]) -> str:
+        if self.whole:
+            return _identity({name: experiment[name] for name in self.names})
+        pieces = self.pieces.copy()
+        last = self.last
+        for position, (index, name, prefix) in enumerate(self.slots):
+            value = experiment[name]
+            kept = last[position]
+            if kept is None or kept[0] is not value:
+                kept = last[position] = (value, prefix + orjson.dumps(
+                    value, option=orjson.OPT_SORT_KEYS))
+            pieces[index] = kept[1]
+        text = b"{" + b",".join(pieces) + b"}"
+        if not self.checked:
+            self.checked = True
+            whole = orjson.dumps({name: experiment[name] for name in self.names},
+                                 option=orjson.OPT_SORT_KEYS)
+            if text != whole:
+                self.whole, text = True, whole
+        return hashlib.sha256(text).hexdigest()[:12]
 
 
 def max_experiments(spec: Spec) -> int:
