@@ -59,6 +59,8 @@ class ResolutionContext:
         self.axis_keys = axis_keys or []
         self.per_experiment = per_experiment
         self._unique: dict[tuple[str, ...], bool] = {}
+        # Per parameter: whether its values are kept in `memo` (`shared` of its inputs).
+        self.shared_names: dict[str, bool] = {}
         self.deps = deps
         self.frameworks = frameworks
         self.env = env
@@ -273,14 +275,19 @@ class Resolver:
     def entry(self, name: str) -> Resolved:
         ctx = self.ctx
         deps = ctx.deps.get(name)
+        key = None  # from the environment: each referrer is recorded (env_used)
         if deps is not None:
-            key = (name, self._framework, *map(self._tokens.get, deps))
-            hit = ctx.memo.get(key) or self._local.get(name)
+            shared = ctx.shared_names.get(name)
+            if shared is None:
+                shared = ctx.shared_names[name] = ctx.shared(deps)
+            if shared:
+                key = (name, self._framework, *map(self._tokens.get, deps))
+                hit = ctx.memo.get(key)
+            else:  # this experiment's alone: no key to make
+                hit = self._local.get(name)
             if hit is not None:
                 self._host = self._host or hit.host
                 return hit
-        else:
-            key = None  # from the environment: each referrer is recorded (env_used)
         if name in self._stack:
             cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
             raise self._error(self._stack[-1], f"cycle: {cycle}")
@@ -297,10 +304,9 @@ class Resolver:
         definition = self.ctx.params.get(name)
         entry = Resolved(value, self._host or (definition is not None and definition.host))
         if key is not None:
-            if ctx.shared(deps):
-                ctx.memo[key] = entry
-            else:
-                self._local[name] = entry
+            ctx.memo[key] = entry
+        elif deps is not None:
+            self._local[name] = entry
         self._host = outer_host or entry.host
         return entry
 
@@ -344,8 +350,11 @@ class Resolver:
             if "$" not in raw:
                 return raw
             template, deps, shared, runs = self.ctx.string(raw)
-            key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
-            hit = self.ctx.memo.get(key)
+            if shared:
+                key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
+                hit = self.ctx.memo.get(key)
+            else:  # different in every experiment: never kept, so never looked up
+                hit = None
             if hit is None:
                 outer_host, self._host = self._host, False
                 value = self._render(template, list_item) if runs is None else \
