@@ -100,6 +100,8 @@ class Planner:
         self._inputs: dict[int, tuple[str, ...] | None] = {}
         self._matches: dict[tuple[Any, ...], dict[str, Override] | None] = {}
         self._seen: set[str] = set()
+        # The files that passed `contain` in the experiment before (its `passed`).
+        self._contained: dict[str, tuple[str, Any, str]] = {}
         # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
         self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
         # What identifies each experiment, stored with it (exp.id_params: identity.py).
@@ -207,7 +209,7 @@ class Planner:
             for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
                 self._apply_rules(state, resolver)
                 experiment = self._finalize(state, resolver)
-                contain(experiment, resolver.describe())
+                contain(experiment, resolver.describe, self._contained)
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(
