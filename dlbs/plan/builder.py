@@ -358,9 +358,9 @@ class Planner:
             entries = [resolver.entry(name) for name in layout.varying]
         else:  # the sweep's order changes a few inputs at a time: take the rest as they were
             resolver.since = (layout.last[0], changed)
-            entries = [entry if inputs.isdisjoint(changed) else resolver.entry(name)
-                       for name, inputs, entry in zip(layout.varying, layout.inputs,
-                                                      layout.last[1])]
+            entries = layout.last[1].copy()
+            for index in layout.stale(changed):
+                entries[index] = resolver.entry(layout.varying[index])
         layout.last = (overrides, entries)
         for name, entry in zip(layout.varying, entries):
             experiment[name] = entry.value
@@ -401,7 +401,7 @@ class Planner:
         return experiment
 
     @staticmethod
-    def _changed(layout: _Layout, overrides: dict[str, Override]) -> set[str] | None:
+    def _changed(layout: _Layout, overrides: dict[str, Override]) -> frozenset[str] | None:
         """The inputs whose overrides differ from the last experiment's of this layout.
 
         None when there is none. Overrides are made once per axis item and extension case,
@@ -413,7 +413,7 @@ class Planner:
         changed = {name for name, override in overrides.items()
                    if before.get(name) is not override}
         changed.update(name for name in before if name not in overrides)
-        return changed
+        return frozenset(changed)
 
 
     def _layout(self, resolver: Resolver) -> _Layout:
@@ -451,11 +451,14 @@ class Planner:
         return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs, when_set)
 
 
+_STALE_KEPT = 4096  # sets of changed inputs a layout remembers (a sweep has a few)
+
+
 class _Layout:
     """What all experiments of one framework share."""
 
     __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "when_set", "last",
-                 "id_text", "identity_set")
+                 "id_text", "identity_set", "_stale")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
                  varying: tuple[str, ...], post_id: tuple[str, ...],
@@ -472,6 +475,19 @@ class _Layout:
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
         # The text exp.id hashes, of the parameters that identify an experiment.
         self.id_text = _IdText(template, not_in_id, frozenset(varying))
+        self._stale: dict[frozenset[str], tuple[int, ...]] = {}
+
+    def stale(self, changed: frozenset[str]) -> tuple[int, ...]:
+        """The positions in `varying` of the parameters that reach an input in `changed`."""
+        try:
+            return self._stale[changed]
+        except KeyError:
+            pass
+        if len(self._stale) >= _STALE_KEPT:
+            self._stale.clear()
+        found = self._stale[changed] = tuple(
+            index for index, inputs in enumerate(self.inputs) if not inputs.isdisjoint(changed))
+        return found
 
 
 def _identity(payload: dict[str, Any]) -> str:

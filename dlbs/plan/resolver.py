@@ -236,7 +236,7 @@ class Resolver:
         self._host = False
         # (the overrides of the experiment before, the inputs that changed since): lists
         # keep the segments whose inputs did not change. Set by the planner.
-        self.since: tuple[Mapping[str, Override], set[str]] | None = None
+        self.since: tuple[Mapping[str, Override], frozenset[str]] | None = None
 
     @property
     def overrides(self) -> Mapping[str, Override]:
