@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dlbs.config.evaluator import SYNTAX_ERROR, SafeEvaluator
@@ -22,6 +21,7 @@ from dlbs.config.template import Expr, Part, Ref, Template, parse
 from dlbs.config.values import cast, check_plain, normalise, render, shell_word
 from dlbs.errors import ConfigError
 from dlbs.plan.graph import Pattern, matching
+from dlbs.util.records import FrozenRecord, Record
 
 # A run of a string's parts: (its memo key, or None: made each time), the parts, their inputs.
 Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
@@ -29,23 +29,30 @@ StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
 Segment = tuple[object | None, tuple[Any, ...], frozenset[str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Override:
+class Override(FrozenRecord):
     """A raw value that a sweep axis or an extension gives one experiment."""
 
-    raw: Any
-    # Equal tokens mean equal raw values: the memo key of every dependent parameter.
-    token: Hashable
-    source: str
-    # Shown in error messages to say which experiment of the sweep failed.
-    label: str | None = None
+    __slots__ = ("raw", "token", "source", "label")
+
+    def __init__(self, raw: Any, token: Hashable, source: str, label: str | None = None) -> None:
+        self.raw = raw
+        # Equal tokens mean equal raw values: the memo key of every dependent parameter.
+        self.token = token
+        self.source = source
+        # Shown in error messages to say which experiment of the sweep failed.
+        self.label = label
 
 
-@dataclass(slots=True)
-class Resolved:
-    value: Any
-    # The value comes from the host (environment, interpreter, caches): kept out of exp.id.
-    host: bool
+class Resolved(Record):
+    """A resolved value, and whether it comes from the host."""
+
+    __slots__ = ("value", "host")
+
+    def __init__(self, value: Any, host: bool) -> None:
+        self.value = value
+        # The value comes from the host (environment, interpreter, caches): kept out of
+        # exp.id.
+        self.host = host
 
 
 class ResolutionContext:
