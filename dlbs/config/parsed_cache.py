@@ -25,10 +25,11 @@ import marshal
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dlbs.config.limits import MAX_NESTING
+from dlbs.config.limits import MAX_DOCUMENT_VALUES, MAX_NESTING
 
 #: Bumped whenever what is cached changes meaning.
 FORMAT = 1
@@ -102,9 +103,11 @@ class ParsedCache:
         self._missed = False
 
     def stamp(self) -> tuple[Any, ...]:
-        """What every cached document depends on besides its file: the parser."""
+        """What every cached document depends on besides its file: the parser, its budgets."""
         if self._stamp is None:
             self._stamp = (
+                MAX_NESTING,
+                MAX_DOCUMENT_VALUES,
                 sys.implementation.cache_tag,
                 _source_digest(_PARSER),
                 _package_stamp("ruamel.yaml"),
@@ -132,17 +135,25 @@ class ParsedCache:
         ):
             return {}
         entries = loaded[2]
-        if not all(
-            type(key) is str and type(document) is dict and _plain(document)
-            for key, document in entries.items()
-        ):
+        if not all(type(key) is str for key in entries) or not _plain(entries.values()):
             return {}
         return entries
 
 
-def _plain(document: dict[str, Any]) -> bool:
-    """Whether `document` holds only the values a parsed spec can (marshal can hold more)."""
-    stack: list[tuple[Any, int]] = [(document, 0)]
+def _plain(documents: Iterable[Any]) -> bool:
+    """Whether `documents` hold only the values a parsed spec can (marshal can hold more).
+
+    Within the budgets that `check_document` keeps, which every cached document met when it
+    was parsed: nesting, and values counted at each place they stand (a shared list as often
+    as it is used), all documents together, so that no file makes this walk long.
+    """
+    budget = MAX_DOCUMENT_VALUES
+    stack: list[tuple[Any, int]] = []
+    for document in documents:
+        if type(document) is not dict:
+            return False
+        budget -= 1
+        stack.append((document, 0))
     while stack:
         item, depth = stack.pop()
         if depth > MAX_NESTING:
@@ -153,6 +164,9 @@ def _plain(document: dict[str, Any]) -> bool:
             children = item.values()
         else:
             children = item
+        budget -= len(children)
+        if budget < 0:
+            return False
         for child in children:
             kind = type(child)
             if kind is dict or kind is list:

@@ -44,6 +44,13 @@ def _no_parsing(monkeypatch):
     monkeypatch.setattr(loader, "parse_document", refuse)
 
 
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 def _entries(cache: Path) -> dict:
     return marshal.loads(cache.read_bytes()[len(MAGIC) :])[2]
 
@@ -108,6 +115,10 @@ def test_a_corrupt_cache_is_ignored_and_written_again(configs):
         lambda entries: {key: {"parameters": {"a": {3}}} for key in entries},  # a set
         lambda entries: {key: {"parameters": {"a": b"x"}} for key in entries},  # bytes
         lambda entries: {key: {"parameters": {"a": (lambda: 0).__code__}} for key in entries},
+        # Past the budgets that parsing keeps: nesting, and values once shared ones are counted
+        # at each place (a billion laughs, which marshal keeps as shared references).
+        lambda entries: {key: {"parameters": _nested(70)} for key in entries},
+        lambda entries: {key: {"parameters": {"a": [["x"] * 1100] * 1000}} for key in entries},
     ],
 )
 def test_a_cache_holding_more_than_plain_data_is_ignored(configs, foreign):
