@@ -1,8 +1,10 @@
 """Small value classes whose `repr`, `==` and hash are those @dataclass would write.
 
 @dataclass writes each class's methods as source text and compiles it when the module is
-imported: about 4 million instructions a class, 35 for the nine classes of the spec, the
-templates and the resolver, a tenth of the start-up of `dlbs plan`. A `Record` subclass
+imported: about 4 million instructions a class, 45 for the twelve classes of the spec, the
+templates, the resolver and the Docker arguments, a tenth of the start-up of `dlbs plan`
+(the recipes' Invocation and ContainerSpec stay dataclasses: the Docker target uses
+`dataclasses.replace` on them). A `Record` subclass
 names its fields in `__slots__` and writes its `__init__`; the other methods are these,
 written once. `FIELDS` may leave out a slot that is derived from the others.
 """
