@@ -9,9 +9,7 @@ does for a URL without one (docs/security.md).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +19,6 @@ from dlbs.plan.builder import ID, Planner
 from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
 from dlbs.recipes.host_access import HostAccessWatch
-from dlbs.util.atomic import atomic_writer
 from dlbs.util.credentials import ExperimentMask
 from dlbs.util.terminal import one_line
 
@@ -75,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 def _write(args: argparse.Namespace, planner: Planner, experiments: Iterator[dict[str, Any]],
            keys: list[str] | None) -> None:
     if args.output:
+        from dlbs.util.atomic import atomic_writer  # the modules of other outputs: when used
+
         with atomic_writer(args.output, "wb") as out:
             count = write_plan(experiments, out, args.format, keys)
         print(f"dlbs: wrote {count} experiments to {args.output}", file=sys.stderr)
@@ -82,6 +81,9 @@ def _write(args: argparse.Namespace, planner: Planner, experiments: Iterator[dic
     out = sys.stdout.buffer
     if args.format != "jsonl":
         # All or nothing: the document reaches stdout only once every experiment resolved.
+        import shutil
+        import tempfile
+
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
             write_plan(experiments, spool, args.format, keys)
             spool.seek(0)

@@ -6,7 +6,6 @@ name), then each file's includes, then the file itself, then `-P/-V/-E` from the
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -25,6 +24,7 @@ from dlbs.config.documents import (
 )
 from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
+from dlbs.config.parsed_cache import ParsedCache, digest
 from dlbs.config.patterns import compile_pattern
 from dlbs.config.spec import DEFINITION_KEYS, Axis, Extension, ParamDef, Spec
 from dlbs.config.values import TYPES, check_plain, short, type_name
@@ -56,6 +56,8 @@ def default_config_files() -> list[Path]:
 
 def suggest(word: str, candidates: Iterable[str], n: int = 3) -> str | None:
     """A 'did you mean' hint naming the closest candidates (each once), or None."""
+    import difflib  # here: only an error needs it, and `dlbs plan` starts faster
+
     close = difflib.get_close_matches(word, list(dict.fromkeys(candidates)), n=n, cutoff=0.6)
     if not close:
         return None
@@ -72,8 +74,12 @@ class SpecBuilder:
 
     # -- files -----------------------------------------------------------------------------
     def add_file(self, path: str | Path, _stack: tuple[Path, ...] = (), *,
-                 default_config: bool = False) -> None:
-        """Add a spec file and its includes (`default_config`: see parse_document)."""
+                 default_config: bool = False, parsed: ParsedCache | None = None) -> None:
+        """Add a spec file and its includes (`default_config`: see parse_document).
+
+        `parsed`: the cache of parsed default configs (dlbs/config/parsed_cache.py), for a
+        default config only; its includes, like every other file, are parsed each time.
+        """
         path = Path(path)
         if "\x00" in str(path):
             raise ConfigError(f"{_stack[-1] if _stack else path}: a file name holds a NUL byte")
@@ -96,9 +102,7 @@ class SpecBuilder:
             raise ConfigError(f"{path}: the files of this spec add up to more than "
                               f"{MAX_SPEC_TOTAL_BYTES / 2**20:g} MiB",
                               hint="docs/security.md lists the budgets of specs")
-        document = parse_document(path, data, default_config)
-        if document is None:
-            document = {}
+        document = self._parse(path, data, default_config, parsed)
         _check_object(document, TOP_LEVEL_KEYS, str(path), "a spec", "top-level key")
         includes = document.get("include", [])
         if isinstance(includes, str):
@@ -112,6 +116,20 @@ class SpecBuilder:
             self.add_file(target, (*_stack, real))
         self.spec.files.append(str(path))
         self.add_layer(document, str(path))
+
+    @staticmethod
+    def _parse(path: Path, data: bytes, default_config: bool,
+               parsed: ParsedCache | None) -> Any:
+        key = digest(path.suffix, data) if parsed is not None else ""
+        document = parsed.get(key) if parsed is not None else None
+        if document is not None:  # it passed check_document when it was parsed
+            return document
+        document = parse_document(path, data, default_config)
+        if document is None:
+            document = {}
+        if parsed is not None and isinstance(document, dict):
+            parsed.put(key, document)
+        return document
 
     # -- one layer ---------------------------------------------------------------------------
     def add_layer(self, document: dict[str, Any], source: str) -> None:
@@ -242,8 +260,10 @@ def load_spec(config: str | Path | None = None, *, defaults: bool = True,
     """Merge the default configs, `config` (with its includes) and the CLI overrides."""
     builder = SpecBuilder()
     if defaults:
+        parsed = ParsedCache()
         for path in default_config_files():
-            builder.add_file(path, default_config=True)
+            builder.add_file(path, default_config=True, parsed=parsed)
+        parsed.save()
     if config is not None:
         builder.add_file(config)
     builder.add_cli(params, variables, extensions)

@@ -2,33 +2,40 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from dlbs.util.records import Record
 
-@dataclass(slots=True)
-class ParamDef:
+
+class ParamDef(Record):
     """One parameter as the merged layers define it."""
 
-    name: str
-    value: Any
-    source: str
-    type: str | None = None
-    desc: str = ""
-    choices: list[Any] | None = None
-    regex: Any = None  # a compiled pattern of dlbs.config.patterns
-    # The value describes the host (interpreter, cache path) or how to run (exp.rerun,
-    # exp.timeout), not what is measured: it is left out of exp.id, so that the experiment
-    # keeps its id on another machine and under another run policy. Spec keys: `host: true`
-    # or `identity: false`.
-    host: bool = False
-    # The range of a number (spec keys `min` and `max`), both ends included.
-    minimum: int | float | None = None
-    maximum: int | float | None = None
-    # In exp.id only when its value is not null (spec key `identity: when_set`): a parameter
-    # added with a null default leaves the ids of the experiments that do not set it as
-    # they were.
-    when_set: bool = False
+    __slots__ = ("name", "value", "source", "type", "desc", "choices", "regex", "host",
+                 "minimum", "maximum", "when_set")
+
+    def __init__(self, name: str, value: Any, source: str, type: str | None = None,
+                 desc: str = "", choices: list[Any] | None = None, regex: Any = None,
+                 host: bool = False, minimum: int | float | None = None,
+                 maximum: int | float | None = None, when_set: bool = False) -> None:
+        self.name = name
+        self.value = value
+        self.source = source
+        self.type = type
+        self.desc = desc
+        self.choices = choices
+        self.regex = regex  # a compiled pattern of dlbs.config.patterns
+        # The value describes the host (interpreter, cache path) or how to run (exp.rerun,
+        # exp.timeout), not what is measured: it is left out of exp.id, so that the
+        # experiment keeps its id on another machine and under another run policy. Spec keys:
+        # `host: true` or `identity: false`.
+        self.host = host
+        # The range of a number (spec keys `min` and `max`), both ends included.
+        self.minimum = minimum
+        self.maximum = maximum
+        # In exp.id only when its value is not null (spec key `identity: when_set`): a
+        # parameter added with a null default leaves the ids of the experiments that do not
+        # set it as they were.
+        self.when_set = when_set
 
     def definition(self) -> dict[str, Any]:
         """The definition as a spec object (for `print-config` and `help`)."""
@@ -52,39 +59,48 @@ class ParamDef:
         return out
 
 
-@dataclass(slots=True)
-class Axis:
+class Axis(Record):
     """One sweep axis: a parameter's values, or objects that set several keys together."""
 
-    name: str
-    items: list[Any]
-    source: str
-    zipped: bool = False
+    __slots__ = ("name", "items", "source", "zipped")
+
+    def __init__(self, name: str, items: list[Any], source: str, zipped: bool = False) -> None:
+        self.name = name
+        self.items = items
+        self.source = source
+        self.zipped = zipped
 
 
-@dataclass(slots=True)
-class Extension:
+class Extension(Record):
     """A conditional: when every test holds, set `parameters` (once per case).
 
     An extension with an `error` sets nothing: it is a rule that refuses every finished
     experiment its condition matches, with that message (docs/language.md section 7).
     """
 
-    condition: dict[str, Any]
-    parameters: dict[str, Any]
-    cases: list[dict[str, Any]]
-    source: str
-    error: str | None = None
+    __slots__ = ("condition", "parameters", "cases", "source", "error")
+
+    def __init__(self, condition: dict[str, Any], parameters: dict[str, Any],
+                 cases: list[dict[str, Any]], source: str, error: str | None = None) -> None:
+        self.condition = condition
+        self.parameters = parameters
+        self.cases = cases
+        self.source = source
+        self.error = error
 
 
-@dataclass(slots=True)
-class Spec:
+class Spec(Record):
     """Everything the layers (defaults, includes, the user's file, the CLI) define, merged."""
 
-    params: dict[str, ParamDef] = field(default_factory=dict)
-    axes: dict[str, Axis] = field(default_factory=dict)
-    extensions: list[Extension] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    __slots__ = ("params", "axes", "extensions", "files")
+
+    def __init__(self, params: dict[str, ParamDef] | None = None,
+                 axes: dict[str, Axis] | None = None, extensions: list[Extension] | None = None,
+                 files: list[str] | None = None) -> None:
+        self.params = {} if params is None else params
+        self.axes = {} if axes is None else axes
+        self.extensions = [] if extensions is None else extensions
+        self.files = [] if files is None else files
 
     def to_document(self) -> dict[str, Any]:
         """The merged spec as one spec document."""

@@ -12,52 +12,58 @@ grammar (docs/language.md sections 4 and 5):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from dlbs.errors import ConfigError
+from dlbs.util.records import FrozenRecord
 
 _OPENERS = {"{": "}", "<": ">"}
 _ESCAPABLE = "{<("
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+class Ref(FrozenRecord):
     """A reference; `name` is a plain string, or a Template when the name is computed."""
 
-    name: str | Template
+    __slots__ = ("name",)
+
+    def __init__(self, name: str | Template) -> None:
+        self.name = name
 
 
-@dataclass(frozen=True, slots=True)
-class Expr:
+class Expr(FrozenRecord):
     """A `$( ... )$` computed value; its body is rendered, then evaluated."""
 
-    body: Template
-    # The body as the evaluator takes it: literal text between references, and the
-    # references (the text is literals[0], then each reference's value and the next literal).
-    literals: tuple[str, ...] = ()
-    refs: tuple[Ref, ...] = ()
+    __slots__ = ("body", "literals", "refs")
+
+    def __init__(self, body: Template, literals: tuple[str, ...] = (),
+                 refs: tuple[Ref, ...] = ()) -> None:
+        self.body = body
+        # The body as the evaluator takes it: literal text between references, and the
+        # references (the text is literals[0], then each reference's value and the next
+        # literal).
+        self.literals = literals
+        self.refs = refs
 
 
 Part = str | Ref | Expr
 
 
-@dataclass(frozen=True, slots=True)
-class Template:
+class Template(FrozenRecord):
     """A parsed string: literal text interleaved with references and expressions."""
 
-    parts: tuple[Part, ...]
-    # Names referenced directly (not through a computed name).
-    static_refs: frozenset[str] = field(default=frozenset())
-    # What computed names can be: the literal pieces of the name, with anything between two
-    # pieces (`${${a}.b}` gives ("", ".b")). `wildcard_match` finds the names it can reach.
-    patterns: frozenset[tuple[str, ...]] = field(default=frozenset())
-    # The one reference or expression that makes up the whole string, if that is so.
-    single: Ref | Expr | None = field(init=False, compare=False, repr=False)
+    __slots__ = ("parts", "static_refs", "patterns", "single")
+    FIELDS = ("parts", "static_refs", "patterns")  # `single` follows from `parts`
 
-    def __post_init__(self) -> None:
-        single = self.parts[0] if len(self.parts) == 1 and \
-            not isinstance(self.parts[0], str) else None
-        object.__setattr__(self, "single", single)
+    def __init__(self, parts: tuple[Part, ...], static_refs: frozenset[str] = frozenset(),
+                 patterns: frozenset[tuple[str, ...]] = frozenset()) -> None:
+        self.parts = parts
+        # Names referenced directly (not through a computed name).
+        self.static_refs = static_refs
+        # What computed names can be: the literal pieces of the name, with anything between
+        # two pieces (`${${a}.b}` gives ("", ".b")). `wildcard_match` finds the names it can
+        # reach.
+        self.patterns = patterns
+        # The one reference or expression that makes up the whole string, if that is so.
+        self.single: Ref | Expr | None = parts[0] if len(parts) == 1 and \
+            not isinstance(parts[0], str) else None
 
     @property
     def is_literal(self) -> bool:

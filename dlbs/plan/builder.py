@@ -7,7 +7,6 @@ flat memory. Each is a plain dict of resolved, typed, checked parameters.
 from __future__ import annotations
 
 import hashlib
-import operator
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -101,6 +100,8 @@ class Planner:
         self._inputs: dict[int, tuple[str, ...] | None] = {}
         self._matches: dict[tuple[Any, ...], dict[str, Override] | None] = {}
         self._seen: set[str] = set()
+        # The files that passed `contain` in the experiment before (its `passed`).
+        self._contained: dict[str, tuple[str, Any, str]] = {}
         # Declared `identity: when_set`: in the id only when not null (docs/language.md s. 2).
         self._when_set = frozenset(n for n, d in self.params.items() if d.when_set)
         # What identifies each experiment, stored with it (exp.id_params: identity.py).
@@ -208,7 +209,7 @@ class Planner:
             for state, resolver in self._extend(overrides, self._resolver(overrides), 0):
                 self._apply_rules(state, resolver)
                 experiment = self._finalize(state, resolver)
-                contain(experiment, resolver.describe())
+                contain(experiment, resolver.describe, self._contained)
                 identity = experiment.get(ID) if self.auto_id else None
                 if identity is None:
                     identity = hashlib.sha256(
@@ -357,43 +358,50 @@ class Planner:
             entries = [resolver.entry(name) for name in layout.varying]
         else:  # the sweep's order changes a few inputs at a time: take the rest as they were
             resolver.since = (layout.last[0], changed)
-            entries = [entry if inputs.isdisjoint(changed) else resolver.entry(name)
-                       for name, inputs, entry in zip(layout.varying, layout.inputs,
-                                                      layout.last[1])]
+            entries = layout.last[1].copy()
+            for index in layout.stale(changed):
+                entries[index] = resolver.entry(layout.varying[index])
         layout.last = (overrides, entries)
         for name, entry in zip(layout.varying, entries):
             experiment[name] = entry.value
-            if entry.host:
+            if entry.host and name not in excluded:
                 excluded = excluded | {name}
         for name in overrides:
             if name not in experiment and not name.startswith(GROUP_PREFIX) and \
                     self.ctx.visible(name, framework):
                 entry = resolver.entry(name)
                 experiment[name] = entry.value
-                if entry.host or name.startswith("results."):
+                if (entry.host or name.startswith("results.")) and name not in excluded:
                     excluded = excluded | {name}
-        unset = [name for name in self._when_set if name in experiment
+        # `identity: when_set` names that no sweep changes are decided by the layout.
+        unset = [name for name in layout.when_set if name in experiment
                  and experiment[name] is None]
         if unset:
             excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
             if excluded is layout.not_in_id and len(experiment) == len(layout.template):
-                payload = dict(zip(layout.id_keys, layout.id_values(experiment)))
+                identity = layout.id_text.identity(experiment)
             else:  # a host value among the varying ones, or a parameter the layout lacks
-                payload = {name: value for name, value in experiment.items()
-                           if name not in excluded}
-            experiment[ID] = identity = _identity(payload)
+                identity = _identity({name: value for name, value in experiment.items()
+                                      if name not in excluded})
+            experiment[ID] = identity
             with_id = dict(overrides)
             with_id[ID] = Override(identity, identity, "<plan>")
             resolver.overrides = with_id
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
         if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
-            experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
+            if excluded is layout.not_in_id and len(experiment) == len(layout.template):
+                # The layout's names and exclusions: the layout's identity set.
+                if layout.identity_set is None:
+                    layout.identity_set = self.identity_sets.of(experiment, excluded)
+                experiment[ID_PARAMS] = layout.identity_set
+            else:
+                experiment[ID_PARAMS] = self.identity_sets.of(experiment, excluded)
         return experiment
 
     @staticmethod
-    def _changed(layout: _Layout, overrides: dict[str, Override]) -> set[str] | None:
+    def _changed(layout: _Layout, overrides: dict[str, Override]) -> frozenset[str] | None:
         """The inputs whose overrides differ from the last experiment's of this layout.
 
         None when there is none. Overrides are made once per axis item and extension case,
@@ -405,7 +413,7 @@ class Planner:
         changed = {name for name, override in overrides.items()
                    if before.get(name) is not override}
         changed.update(name for name in before if name not in overrides)
-        return changed
+        return frozenset(changed)
 
 
     def _layout(self, resolver: Resolver) -> _Layout:
@@ -424,42 +432,118 @@ class Planner:
             elif deps.get(name):
                 template[name] = None
                 varying.append(name)
+                if self.params[name].host:  # `identity: false`: out of every id, whatever its value
+                    host.add(name)
             else:
                 entry = resolver.entry(name)
                 template[name] = entry.value
                 if entry.host:
                     host.add(name)
-        not_in_id = frozenset(host | set(post_id) | {ID, *NOT_IN_ID} | {
+        # `identity: when_set` names null in every experiment are out of every id; those that
+        # a sweep may change are tested per experiment (_finalize).
+        when_set = frozenset(name for name in self._when_set if name in template
+                             and (name in varying or name in post_id))
+        unset = {name for name in self._when_set if name in template
+                 and name not in when_set and template[name] is None}
+        not_in_id = frozenset(host | set(post_id) | unset | {ID, *NOT_IN_ID} | {
             name for name in template if name.startswith("results.")})
         inputs = tuple(frozenset(deps[name]) for name in varying)
-        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs)
+        return _Layout(template, not_in_id, tuple(varying), tuple(post_id), inputs, when_set)
+
+
+_STALE_KEPT = 4096  # sets of changed inputs a layout remembers (a sweep has a few)
 
 
 class _Layout:
     """What all experiments of one framework share."""
 
-    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "last", "id_keys",
-                 "id_values")
+    __slots__ = ("template", "not_in_id", "varying", "post_id", "inputs", "when_set", "last",
+                 "id_text", "identity_set", "_stale")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
                  varying: tuple[str, ...], post_id: tuple[str, ...],
-                 inputs: tuple[frozenset[str], ...]) -> None:
+                 inputs: tuple[frozenset[str], ...], when_set: frozenset[str]) -> None:
         self.template = template  # every parameter in order; values shared by all experiments
         self.not_in_id = not_in_id  # host values, outputs, the id and what depends on it
         self.varying = varying  # parameters the sweep can change
         self.post_id = post_id  # parameters that reference exp.id
         self.inputs = inputs  # per varying parameter: the sweep inputs it reaches
+        self.when_set = when_set  # `identity: when_set` names that may be null or not
+        # exp.id_params of the experiments with exactly the layout's names and exclusions.
+        self.identity_set: dict[str, list[str]] | None = None
         # The last experiment of this layout: its overrides and the entries of `varying`.
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
-        # The parameters that identify an experiment, and a getter of their values.
-        self.id_keys = tuple(name for name in template if name not in not_in_id)
-        self.id_values = operator.itemgetter(*self.id_keys) if len(self.id_keys) > 1 else \
-            lambda experiment: tuple(experiment[name] for name in self.id_keys)
+        # The text exp.id hashes, of the parameters that identify an experiment.
+        self.id_text = _IdText(template, not_in_id, frozenset(varying))
+        self._stale: dict[frozenset[str], tuple[int, ...]] = {}
+
+    def stale(self, changed: frozenset[str]) -> tuple[int, ...]:
+        """The positions in `varying` of the parameters that reach an input in `changed`."""
+        try:
+            return self._stale[changed]
+        except KeyError:
+            pass
+        if len(self._stale) >= _STALE_KEPT:
+            self._stale.clear()
+        found = self._stale[changed] = tuple(
+            index for index, inputs in enumerate(self.inputs) if not inputs.isdisjoint(changed))
+        return found
 
 
 def _identity(payload: dict[str, Any]) -> str:
     """exp.id: the hash of the values that identify an experiment, whatever their order."""
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
+
+
+class _IdText:
+    """`_identity` of the experiments of one layout, its text made a value at a time.
+
+    `orjson.dumps(payload, option=OPT_SORT_KEYS)` is `{`, the `"name":value` pieces in the
+    order of the names, joined by `,`, and `}`: the piece of a value that no sweep changes is
+    made once, that of a varying one once per value object (the planner shares values and
+    never changes one). The first experiment checks the pieces against the whole text; were
+    they different, every experiment would hash the whole text.
+    """
+
+    __slots__ = ("names", "pieces", "slots", "last", "checked", "whole")
+
+    def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
+                 varying: frozenset[str]) -> None:
+        self.names = sorted(name for name in template if name not in not_in_id)
+        self.pieces: list[bytes] = []
+        self.slots: list[tuple[int, str, bytes]] = []  # (index in pieces, name, its prefix)
+        for index, name in enumerate(self.names):
+            prefix = orjson.dumps(name) + b":"
+            if name in varying:
+                self.slots.append((index, name, prefix))
+                self.pieces.append(b"")
+            else:
+                self.pieces.append(prefix + orjson.dumps(template[name],
+                                                         option=orjson.OPT_SORT_KEYS))
+        self.last: list[tuple[Any, bytes] | None] = [None] * len(self.slots)
+        self.checked = False
+        self.whole = False
+
+    def identity(self, experiment: dict[str, Any]) -> str:
+        if self.whole:
+            return _identity({name: experiment[name] for name in self.names})
+        pieces = self.pieces.copy()
+        last = self.last
+        for position, (index, name, prefix) in enumerate(self.slots):
+            value = experiment[name]
+            kept = last[position]
+            if kept is None or kept[0] is not value:
+                kept = last[position] = (value, prefix + orjson.dumps(
+                    value, option=orjson.OPT_SORT_KEYS))
+            pieces[index] = kept[1]
+        text = b"{" + b",".join(pieces) + b"}"
+        if not self.checked:
+            self.checked = True
+            whole = orjson.dumps({name: experiment[name] for name in self.names},
+                                 option=orjson.OPT_SORT_KEYS)
+            if text != whole:
+                self.whole, text = True, whole
+        return hashlib.sha256(text).hexdigest()[:12]
 
 
 def max_experiments(spec: Spec) -> int:

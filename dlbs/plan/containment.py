@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from typing import Any
 
 from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
@@ -35,30 +36,53 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 WRITTEN = {LOG_FILE: "log file", TRACE_FILE: "trace file", RESULTS_DB: "results database"}
 
 
-def contain(experiment: dict[str, Any], label: str) -> None:
+def contain(experiment: dict[str, Any], label: str | Callable[[], str],
+            passed: dict[str, tuple[str, Any, str]] | None = None) -> None:
     """Check (and normalise, in place) the experiment's id and files; see the module doc.
 
-    `label` says which experiment it is in the error message.
+    `label` (or what it returns, asked only when a check fails) says which experiment it is
+    in the error message. `passed`: per parameter, the last path that passed with its folder
+    and its normal form, kept by the caller from one experiment to the next; the experiments
+    of a plan share their log folder and results database, and a check reads nothing else.
     """
-    where = f" (experiment: {label})" if label else ""
+    try:
+        _contain(experiment, {} if passed is None else passed)
+    except PlanError as error:
+        text = label() if callable(label) else label
+        where = f" (experiment: {text})" if text else ""
+        raise PlanError(error.message + where, hint=error.hint) from None
+
+
+def _contain(experiment: dict[str, Any], passed: dict[str, tuple[str, Any, str]]) -> None:
+    """`contain` but for the label, which its caller adds to each message's end."""
     identity = experiment.get(ID)
     if type(identity) is int:  # a spec without the default declarations may say `exp.id: 7`
         identity = str(identity)
     if identity is not None and not is_experiment_id(identity):
-        raise PlanError(f"{ID} {_shown(identity)} is not a valid experiment id{where}",
+        raise PlanError(f"{ID} {_shown(identity)} is not a valid experiment id",
                         hint=EXPERIMENT_ID_RULE)
     folder = experiment.get(LOG_DIR, ...)
     if folder is not ...:
         if not isinstance(folder, str) or not folder.strip():
-            raise PlanError(f"{LOG_DIR} is empty{where}",
+            raise PlanError(f"{LOG_DIR} is empty",
                             hint="name the folder of the logs and the results database "
                                  "(default: logs)")
-        _check_lengths(LOG_DIR, folder, where)
+        last = passed.get(LOG_DIR)
+        if last is None or last[0] != folder:
+            _check_lengths(LOG_DIR, folder)
+            passed[LOG_DIR] = (folder, None, folder)
     for name in WRITTEN:
-        _contain_file(experiment, name, folder, where)
+        path = experiment.get(name)
+        last = passed.get(name)
+        if last is not None and last[0] == path and last[1] == folder and type(path) is str:
+            experiment[name] = last[2]  # as it passed with the experiment before
+            continue
+        _contain_file(experiment, name, folder)
+        if type(path) is str:
+            passed[name] = (path, folder, experiment[name])
 
 
-def _contain_file(experiment: dict[str, Any], name: str, folder: Any, where: str) -> None:
+def _contain_file(experiment: dict[str, Any], name: str, folder: Any) -> None:
     """The rules of the module doc for the file `name` names (normalised in place)."""
     path = experiment.get(name)
     if path is None or (path == "" and name != LOG_FILE):
@@ -66,14 +90,14 @@ def _contain_file(experiment: dict[str, Any], name: str, folder: Any, where: str
     if name == RESULTS_DB and isinstance(path, str) and _URL.match(path):
         return  # a database server's URL (postgresql://...), no file: the store checks it
     if not isinstance(path, str) or not path.strip():
-        raise PlanError(f"{name} is empty{where}")
+        raise PlanError(f"{name} is empty")
     if path.endswith("/"):
-        raise PlanError(f"{name} {_shown(path)} names a folder, not a file{where}")
-    _check_lengths(name, path, where)
+        raise PlanError(f"{name} {_shown(path)} names a folder, not a file")
+    _check_lengths(name, path)
     normal = posixpath.normpath(path)
     if ".." in path.split("/") and not _inside(normal, folder):
         target = f"{LOG_DIR} {_shown(folder)}" if isinstance(folder, str) else "its folder"
-        raise PlanError(f"{name} {_shown(path)} leads out of {target} through '..'{where}",
+        raise PlanError(f"{name} {_shown(path)} leads out of {target} through '..'",
                         hint="a value such as exp.id or exp.model must not hold '..' or '/'; "
                              f"a {WRITTEN[name]} elsewhere is an absolute path without '..'")
     if normal != path:
@@ -91,17 +115,17 @@ def _inside(path: str, folder: Any) -> bool:
         path.startswith(base.rstrip("/") + "/")
 
 
-def _check_lengths(name: str, path: str, where: str) -> None:
+def _check_lengths(name: str, path: str) -> None:
     encoded = path.encode("utf-8", "surrogateescape")
     for part in encoded.split(b"/"):
         if len(part) > MAX_FILE_NAME_BYTES:
             raise PlanError(f"{name} has a file name of {len(part):,} bytes, more than the "
-                            f"{MAX_FILE_NAME_BYTES} a file system allows{where}",
+                            f"{MAX_FILE_NAME_BYTES} a file system allows",
                             hint="shorten the values that make up the name "
                                  "(exp.model, exp.id, ...)")
     if len(encoded) > MAX_PATH_BYTES:
         raise PlanError(f"{name} is {len(encoded):,} bytes long, more than the {MAX_PATH_BYTES:,}"
-                        f" a path may have{where}",
+                        f" a path may have",
                         hint="shorten the values that make up the path")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from dlbs.config.evaluator import SYNTAX_ERROR, SafeEvaluator
@@ -22,6 +21,7 @@ from dlbs.config.template import Expr, Part, Ref, Template, parse
 from dlbs.config.values import cast, check_plain, normalise, render, shell_word
 from dlbs.errors import ConfigError
 from dlbs.plan.graph import Pattern, matching
+from dlbs.util.records import FrozenRecord, Record
 
 # A run of a string's parts: (its memo key, or None: made each time), the parts, their inputs.
 Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
@@ -29,23 +29,30 @@ StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
 Segment = tuple[object | None, tuple[Any, ...], frozenset[str] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Override:
+class Override(FrozenRecord):
     """A raw value that a sweep axis or an extension gives one experiment."""
 
-    raw: Any
-    # Equal tokens mean equal raw values: the memo key of every dependent parameter.
-    token: Hashable
-    source: str
-    # Shown in error messages to say which experiment of the sweep failed.
-    label: str | None = None
+    __slots__ = ("raw", "token", "source", "label")
+
+    def __init__(self, raw: Any, token: Hashable, source: str, label: str | None = None) -> None:
+        self.raw = raw
+        # Equal tokens mean equal raw values: the memo key of every dependent parameter.
+        self.token = token
+        self.source = source
+        # Shown in error messages to say which experiment of the sweep failed.
+        self.label = label
 
 
-@dataclass(slots=True)
-class Resolved:
-    value: Any
-    # The value comes from the host (environment, interpreter, caches): kept out of exp.id.
-    host: bool
+class Resolved(Record):
+    """A resolved value, and whether it comes from the host."""
+
+    __slots__ = ("value", "host")
+
+    def __init__(self, value: Any, host: bool) -> None:
+        self.value = value
+        # The value comes from the host (environment, interpreter, caches): kept out of
+        # exp.id.
+        self.host = host
 
 
 class ResolutionContext:
@@ -59,6 +66,8 @@ class ResolutionContext:
         self.axis_keys = axis_keys or []
         self.per_experiment = per_experiment
         self._unique: dict[tuple[str, ...], bool] = {}
+        # Per parameter: whether its values are kept in `memo` (`shared` of its inputs).
+        self.shared_names: dict[str, bool] = {}
         self.deps = deps
         self.frameworks = frameworks
         self.env = env
@@ -104,24 +113,28 @@ class ResolutionContext:
         comes before `${exp.id}` is shared: that run's text is kept as values are, by the
         inputs it reaches, and the rest is made each time. None: nothing worth keeping.
         """
-        if template.single is not None or not all(
-                isinstance(part, str) or isinstance(part, Ref) and isinstance(part.name, str)
-                for part in template.parts):
+        names = [_part_names(part) for part in template.parts]
+        if template.single is not None or None in names:
             return None
         runs: list[Run] = []
         run: list[Part] = []
-        for part in (*template.parts, None):
-            deps = () if part is None or isinstance(part, str) else self._reached([part.name])
+        run_names: list[str] = []
+        for part, read in (*zip(template.parts, names), (None, ())):
+            deps = self._reached(read) if read else ()
             if part is not None and self.shared(deps):
                 run.append(part)
+                run_names += read
                 continue
             if run:
-                run_deps = self._reached(p.name for p in run if isinstance(p, Ref))
-                if sum(isinstance(p, Ref) for p in run) > 1 and self.shared(run_deps):
+                run_deps = self._reached(run_names)
+                # An expression is kept with the text around it (`log_file`'s scenario test).
+                kept = sum(not isinstance(p, str) for p in run) > 1 or any(
+                    isinstance(p, Expr) for p in run)
+                if kept and self.shared(run_deps):
                     runs.append((object(), tuple(run), run_deps))
                 else:
                     runs.extend((None, (p,), ()) for p in run)
-                run = []
+                run, run_names = [], []
             if part is not None:
                 runs.append((None, (part,), ()))
         return runs if any(key is not None for key, _, _ in runs) else None
@@ -201,6 +214,16 @@ class ResolutionContext:
 _BREAKS_QUOTES = re.compile("['\"\\\\\n\r]")
 
 
+def _part_names(part: Part) -> tuple[str, ...] | None:
+    """The names a part of a string reads; None when one of them is computed (`${${a}}`)."""
+    if isinstance(part, str):
+        return ()
+    if isinstance(part, Ref):
+        return (part.name,) if isinstance(part.name, str) else None
+    names = tuple(ref.name for ref in part.refs)
+    return names if all(isinstance(name, str) for name in names) else None
+
+
 def _located(error: ConfigError) -> bool:
     return getattr(error, "located", False)
 
@@ -220,7 +243,7 @@ class Resolver:
         self._host = False
         # (the overrides of the experiment before, the inputs that changed since): lists
         # keep the segments whose inputs did not change. Set by the planner.
-        self.since: tuple[Mapping[str, Override], set[str]] | None = None
+        self.since: tuple[Mapping[str, Override], frozenset[str]] | None = None
 
     @property
     def overrides(self) -> Mapping[str, Override]:
@@ -259,14 +282,19 @@ class Resolver:
     def entry(self, name: str) -> Resolved:
         ctx = self.ctx
         deps = ctx.deps.get(name)
+        key = None  # from the environment: each referrer is recorded (env_used)
         if deps is not None:
-            key = (name, self._framework, *map(self._tokens.get, deps))
-            hit = ctx.memo.get(key) or self._local.get(name)
+            shared = ctx.shared_names.get(name)
+            if shared is None:
+                shared = ctx.shared_names[name] = ctx.shared(deps)
+            if shared:
+                key = (name, self._framework, *map(self._tokens.get, deps))
+                hit = ctx.memo.get(key)
+            else:  # this experiment's alone: no key to make
+                hit = self._local.get(name)
             if hit is not None:
                 self._host = self._host or hit.host
                 return hit
-        else:
-            key = None  # from the environment: each referrer is recorded (env_used)
         if name in self._stack:
             cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
             raise self._error(self._stack[-1], f"cycle: {cycle}")
@@ -283,10 +311,9 @@ class Resolver:
         definition = self.ctx.params.get(name)
         entry = Resolved(value, self._host or (definition is not None and definition.host))
         if key is not None:
-            if ctx.shared(deps):
-                ctx.memo[key] = entry
-            else:
-                self._local[name] = entry
+            ctx.memo[key] = entry
+        elif deps is not None:
+            self._local[name] = entry
         self._host = outer_host or entry.host
         return entry
 
@@ -330,8 +357,11 @@ class Resolver:
             if "$" not in raw:
                 return raw
             template, deps, shared, runs = self.ctx.string(raw)
-            key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
-            hit = self.ctx.memo.get(key)
+            if shared:
+                key = (raw, list_item, self._framework, *map(self._tokens.get, deps))
+                hit = self.ctx.memo.get(key)
+            else:  # different in every experiment: never kept, so never looked up
+                hit = None
             if hit is None:
                 outer_host, self._host = self._host, False
                 value = self._render(template, list_item) if runs is None else \

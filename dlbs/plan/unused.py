@@ -10,7 +10,6 @@ variables (`global_batch`) and are never reported. See docs/from-dlbs.md.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,6 +142,8 @@ def _closest(name: str, declared: set[str]) -> str | None:
     """'did you mean' the declared name of the same namespace that is spelt most alike."""
     namespace, _, rest = name.partition(".")
     same = {n.partition(".")[2]: n for n in declared if n.startswith(namespace + ".")}
+    import difflib  # here: only a name that is not used needs it
+
     close = difflib.get_close_matches(rest, list(same), n=1, cutoff=0.75)
     return f"did you mean {same[close[0]]!r}?" if close else None
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
 import orjson
 
 from dlbs.config.values import render
-from dlbs.util.spreadsheet import csv_text
 from dlbs.util.terminal import one_line
 
 FORMATS = ("json", "jsonl", "table", "csv")
@@ -62,6 +60,7 @@ def _columns(first: dict[str, Any], keys: Sequence[str] | None) -> list[str]:
 
 def _csv(experiments: Iterable[dict[str, Any]], out: IO[bytes],
          keys: Sequence[str] | None) -> int:
+    import csv
     import io
 
     text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
@@ -82,6 +81,8 @@ def _csv(experiments: Iterable[dict[str, Any]], out: IO[bytes],
 
 def _csv_cell(value: Any) -> str:
     """A value as `render` writes it; text that a spreadsheet would run is kept text."""
+    from dlbs.util.spreadsheet import csv_text
+
     text = render(value, "")
     return csv_text(text) if isinstance(value, str) else text
 

@@ -13,33 +13,39 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.util.booleans import parse_bool
+from dlbs.util.records import FrozenRecord, Record
 
 Kwargs = dict[str, Any]
 
 
-@dataclass
-class DockerArgs:
+class DockerArgs(Record):
     """The translation of one `exp.docker_args` token list."""
 
-    kwargs: Kwargs = field(default_factory=dict)
-    #: Flags accepted but without effect, each with the reason (shown by --dry-run).
-    ignored: list[str] = field(default_factory=list)
-    #: The flags as the user wrote them, split into tokens (a CLI rendering repeats them).
-    tokens: list[str] = field(default_factory=list)
+    __slots__ = ("kwargs", "ignored", "tokens")
+
+    def __init__(self, kwargs: Kwargs | None = None, ignored: list[str] | None = None,
+                 tokens: list[str] | None = None) -> None:
+        self.kwargs = {} if kwargs is None else kwargs
+        #: Flags accepted but without effect, each with the reason (shown by --dry-run).
+        self.ignored = [] if ignored is None else ignored
+        #: The flags as the user wrote them, split into tokens (a CLI rendering repeats them).
+        self.tokens = [] if tokens is None else tokens
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(FrozenRecord):
     """One `docker run` flag: its spellings, whether it takes a value, what it sets."""
 
-    names: tuple[str, ...]
-    takes_value: bool
-    apply: Callable[[DockerArgs, str], None]
+    __slots__ = ("names", "takes_value", "apply")
+
+    def __init__(self, names: tuple[str, ...], takes_value: bool,
+                 apply: Callable[[DockerArgs, str], None]) -> None:
+        self.names = names
+        self.takes_value = takes_value
+        self.apply = apply
 
 
 class _BadValue(ValueError):

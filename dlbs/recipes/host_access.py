@@ -15,6 +15,7 @@ container the host's /etc, writable.
 
 from __future__ import annotations
 
+import operator
 import os
 import posixpath
 from collections import Counter
@@ -167,6 +168,8 @@ class HostAccessWatch:
         #: (the parameter, what it gives) -> experiments.
         self.counts: Counter[tuple[str, str]] = Counter()
         self._cache: dict[tuple[Any, ...], list[str]] = {}
+        # The values the last experiment's flags were read from, and its flags.
+        self._last: tuple[tuple[Any, Any, Any], list[str]] | None = None
 
     def watch(self, experiments: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """Yield `experiments` unchanged, noting each one's flags on the way."""
@@ -182,11 +185,17 @@ class HostAccessWatch:
             found = host_access(args)
         else:
             framework = experiment.get("exp.framework")
-            key = (framework, repr(experiment.get(f"{framework}.docker_args")),
-                   repr(experiment.get("exp.docker_args")))
-            found = self._cache.get(key)
-            if found is None:
-                found = self._cache[key] = experiment_host_access(experiment)
+            values = (framework, experiment.get(f"{framework}.docker_args"),
+                      experiment.get("exp.docker_args"))
+            last = self._last
+            if last is not None and all(map(operator.is_, values, last[0])):
+                found = last[1]  # the same values as the experiment before (a plan shares them)
+            else:
+                key = (framework, repr(values[1]), repr(values[2]))
+                found = self._cache.get(key)
+                if found is None:
+                    found = self._cache[key] = experiment_host_access(experiment)
+                self._last = (values, found)
         self.counts.update(("exp.docker_args", text) for text in found)
         for name, folder in own_mounts(experiment):
             text = mount_access(folder)

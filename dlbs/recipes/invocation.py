@@ -16,6 +16,7 @@ from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.docker_args import DockerArgs
+from dlbs.util.records import FrozenRecord
 
 #: The execution targets a recipe can choose (`dlbs list targets` shows them).
 LOCAL, DOCKER, SLURM = "local", "docker", "slurm"
@@ -23,13 +24,15 @@ LOCAL, DOCKER, SLURM = "local", "docker", "slurm"
 DOCKER_ENGINE, PODMAN_ENGINE = "docker", "podman"
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(FrozenRecord):
     """A host folder or file made visible inside a container at `container`."""
 
-    host: str
-    container: str
-    read_only: bool = False
+    __slots__ = ("host", "container", "read_only")
+
+    def __init__(self, host: str, container: str, read_only: bool = False) -> None:
+        self.host = host
+        self.container = container
+        self.read_only = read_only
 
 
 @dataclass

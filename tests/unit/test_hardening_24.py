@@ -441,3 +441,37 @@ def test_a_results_database_url_is_not_normalised_as_a_path():
                   "runtime.results_db": "postgresql://dlbs@127.0.0.1:5432/dlbs"}
     contain(experiment, "")
     assert experiment["runtime.results_db"] == "postgresql://dlbs@127.0.0.1:5432/dlbs"
+
+
+def test_a_file_that_passed_before_is_taken_as_it_passed_and_a_new_one_is_checked():
+    """The planner keeps what passed in the experiment before (`passed`): nothing escapes."""
+    from dlbs.errors import PlanError
+    from dlbs.plan.containment import contain
+
+    passed: dict = {}
+    asked: list[str] = []
+
+    def label() -> str:
+        asked.append("label")
+        return "exp.model=x"
+
+    first = {"exp.log_dir": "logs", "exp.log_file": "logs/./a.log",
+             "runtime.results_db": "logs//results.db"}
+    contain(first, label, passed)
+    assert first["exp.log_file"] == "logs/a.log" and first["runtime.results_db"] == \
+        "logs/results.db" and not asked
+    second = {"exp.log_dir": "logs", "exp.log_file": "logs/./a.log",
+              "runtime.results_db": "logs//results.db"}
+    contain(second, label, passed)
+    assert second == first and not asked
+    for name, path in (("exp.log_file", "logs/../../x.log"),
+                       ("runtime.results_db", "logs/../../results.db")):
+        bad = dict(second, **{name: path})
+        with pytest.raises(PlanError, match=rf"{name} .* leads out of exp.log_dir 'logs' "
+                                            r"through '\.\.' \(experiment: exp.model=x\)$"):
+            contain(bad, label, passed)
+    # Another folder: the same file names are checked again against it.
+    elsewhere = {"exp.log_dir": "/tmp/logs", "exp.log_file": "logs/../../x.log",
+                 "runtime.results_db": "logs//results.db"}
+    with pytest.raises(PlanError, match="leads out of exp.log_dir '/tmp/logs'"):
+        contain(elsewhere, "", passed)

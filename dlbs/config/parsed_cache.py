@@ -1,0 +1,240 @@
+"""A cache of the parsed default configs, so that a command does not parse them every time.
+
+Every `dlbs` command reads all of `configs/`: parsing that YAML (and importing the parser)
+was about half of the start-up of `dlbs plan`. The parsed documents are kept in
+`dlbs/config/__pycache__/default-configs.<python tag>.marshal`, each under the SHA-256 of
+its file's suffix and bytes, so a changed config is never served from the cache: it misses,
+is parsed and the cache is written again. The whole cache is stamped with a format number,
+the interpreter's tag, the SHA-256 of the parser's source (`documents.py`) and where
+ruamel.yaml is installed (its version's files), so that a new parser reads everything again.
+
+Only the default configs are cached (`SpecBuilder.add_file(default_config=True)`): a user's
+spec and its includes are parsed every time. The file holds plain data that this process
+wrote (`marshal`, never `pickle`), in a folder as trusted as the code beside it; what is
+read back is refused unless it is a stamped mapping of digests to documents of plain values
+(docs/security.md). Any failure to read or write it is silent: dlbs parses the files, as it
+would without a cache. It is written atomically (a temporary file, then `os.replace`), and
+never through a link or over anything but a regular file. PYTHONDONTWRITEBYTECODE does not
+turn it off: it is not bytecode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import stat
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dlbs.config.limits import MAX_DOCUMENT_VALUES, MAX_NESTING
+
+#: Bumped whenever what is cached changes meaning.
+FORMAT = 1
+#: The cache file's first bytes.
+MAGIC = b"dlbs-parsed-configs\n"
+#: The most bytes of a cache file read back; the default configs parse to about 100 kB.
+MAX_CACHE_BYTES = 16 * 2**20
+#: Documents kept: the current default configs first, then those of other config folders
+#: (DLBS_CONFIGS) most recently used, so that switching back and forth does not re-parse.
+MAX_ENTRIES = 64
+#: The parser whose results are cached (its source is part of the stamp).
+_PARSER = Path(__file__).with_name("documents.py")
+
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def cache_path() -> Path:
+    """Where the cache of this interpreter lives."""
+    tag = sys.implementation.cache_tag or "python"
+    return Path(__file__).with_name("__pycache__") / f"default-configs.{tag}.marshal"
+
+
+def digest(suffix: str, data: bytes) -> str:
+    """The key of a file's document: what parsing depends on, its suffix and its bytes."""
+    return hashlib.sha256(suffix.lower().encode() + b"\x00" + data).hexdigest()
+
+
+class ParsedCache:
+    """The parsed default configs by digest; `get` what is there, `put` what was parsed."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = cache_path() if path is None else path
+        self._stamp: tuple[Any, ...] | None = None
+        self._entries: dict[str, Any] | None = None  # read when first asked
+        self._used: dict[str, Any] = {}
+        self._missed = False
+
+    def get(self, key: str) -> Any:
+        """The cached document of `key`, or None (a document is never None: see loader)."""
+        if self._entries is None:
+            self._entries = self._read()
+        document = self._entries.get(key)
+        if document is None:
+            self._missed = True
+        else:
+            self._used[key] = document
+        return document
+
+    def put(self, key: str, document: Any) -> None:
+        """Keep a freshly parsed document (written by `save`)."""
+        self._used[key] = document
+        self._missed = True
+
+    def save(self) -> None:
+        """Write the cache if anything was missing from it; any failure is silent."""
+        if not self._missed:
+            return
+        entries = dict(self._used)
+        for key, document in (self._entries or {}).items():
+            if len(entries) >= MAX_ENTRIES:
+                break
+            entries.setdefault(key, document)
+        try:
+            payload = marshal.dumps((FORMAT, self.stamp(), entries))
+        except ValueError:
+            return  # a value that is not plain data (a YAML timestamp): not cached
+        try:
+            _write(self.path, MAGIC + payload)
+        except OSError:
+            pass
+        self._missed = False
+
+    def stamp(self) -> tuple[Any, ...]:
+        """What every cached document depends on besides its file: the parser, its budgets."""
+        if self._stamp is None:
+            self._stamp = (
+                MAX_NESTING,
+                MAX_DOCUMENT_VALUES,
+                sys.implementation.cache_tag,
+                _source_digest(_PARSER),
+                _package_stamp("ruamel.yaml"),
+                _package_stamp("_ruamel_yaml"),
+            )
+        return self._stamp
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = _read_regular(self.path, MAX_CACHE_BYTES)
+        except OSError:
+            return {}
+        if data is None or not data.startswith(MAGIC):
+            return {}
+        try:
+            loaded = marshal.loads(data[len(MAGIC) :])
+        except (ValueError, EOFError, TypeError):
+            return {}
+        if not (
+            isinstance(loaded, tuple)
+            and len(loaded) == 3
+            and loaded[0] == FORMAT
+            and loaded[1] == self.stamp()
+            and type(loaded[2]) is dict
+        ):
+            return {}
+        entries = loaded[2]
+        if not all(type(key) is str for key in entries) or not _plain(entries.values()):
+            return {}
+        return entries
+
+
+def _plain(documents: Iterable[Any]) -> bool:
+    """Whether `documents` hold only the values a parsed spec can (marshal can hold more).
+
+    Within the budgets that `check_document` keeps, which every cached document met when it
+    was parsed: nesting, and values counted at each place they stand (a shared list as often
+    as it is used), all documents together, so that no file makes this walk long.
+    """
+    budget = MAX_DOCUMENT_VALUES
+    stack: list[tuple[Any, int]] = []
+    for document in documents:
+        if type(document) is not dict:
+            return False
+        budget -= 1
+        stack.append((document, 0))
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return False
+        if type(item) is dict:
+            if not all(type(key) is str for key in item):
+                return False
+            children = item.values()
+        else:
+            children = item
+        budget -= len(children)
+        if budget < 0:
+            return False
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind not in _PLAIN_SCALARS:
+                return False
+    return True
+
+
+def _source_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _package_stamp(name: str) -> tuple[str, int, int] | None:
+    """Where a module is installed and its file's size and time, without importing it."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    if not origin:
+        return None
+    try:
+        status = os.stat(origin)
+    except OSError:
+        return None
+    return (origin, status.st_size, status.st_mtime_ns)
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of `path` if it is a regular file (not a link) of at most `limit` bytes."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            return None
+        with os.fdopen(os.dup(descriptor), "rb") as stream:
+            data = stream.read(limit + 1)
+    finally:
+        os.close(descriptor)
+    return data if len(data) <= limit else None
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically, unless something but a regular file is there."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(status.st_mode):
+            return  # a link, a folder, a FIFO: left as it is
+    import tempfile  # only when writing: most commands find the cache and never write
+
+    path.parent.mkdir(exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
