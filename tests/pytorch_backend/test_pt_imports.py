@@ -91,8 +91,11 @@ def test_topology_refuses_a_rank_outside_the_world(monkeypatch):
 
 
 def test_torchvision_is_imported_only_for_a_model_that_is_built_from_it():
-    """torchvision's import pulls in torch._dynamo (torchvision.ops): about a second of a
-    backend's start that a run of a model of its own need not spend."""
+    """A model of the backend's own is built without importing torchvision.
+
+    torchvision's import pulls in torch._dynamo (torchvision.ops): about a second of a
+    backend's start that a run of such a model need not spend.
+    """
     probe = (
         "import sys\n"
         "from pytorch_benchmarks import benchmarks, evaluation, runner\n"
