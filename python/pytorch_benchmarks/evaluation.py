@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch._dynamo
 import torch.nn as nn
 from benchmark_common.accuracy import LabelsError, read_labels
 from benchmark_common.datasets import DatasetError, open_dataset

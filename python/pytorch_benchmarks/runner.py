@@ -6,7 +6,6 @@ import inspect
 from typing import Any
 
 import torch
-import torch._dynamo
 import torch.nn as nn
 from benchmark_common.memory import peak_rss_mib
 from benchmark_common.protocol import emit, time_statistics

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 
 import pytest
@@ -87,3 +88,26 @@ def test_topology_refuses_a_rank_outside_the_world(monkeypatch):
     monkeypatch.setenv("RANK", "2")
     with pytest.raises(ValueError, match="outside WORLD_SIZE"):
         topology_from_env()
+
+
+def test_torchvision_is_imported_only_for_a_model_that_is_built_from_it():
+    """A model of the backend's own is built without importing torchvision.
+
+    torchvision's import pulls in torch._dynamo (torchvision.ops): about a second of a
+    backend's start that a run of such a model need not spend.
+    """
+    probe = (
+        "import sys\n"
+        "from pytorch_benchmarks import benchmarks, evaluation, runner\n"
+        "from pytorch_benchmarks.data import sources, transforms\n"
+        "from pytorch_benchmarks.models import get_model_spec, model_ids\n"
+        "assert 'resnet50' in model_ids() and 'vgg16' in model_ids()\n"
+        "get_model_spec('deep_mnist').build()\n"
+        "before = 'torchvision' in sys.modules\n"
+        "get_model_spec('resnet18').build()\n"
+        "print(before, 'torchvision' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PYTHON_DIR, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]

@@ -7,8 +7,12 @@ device: a quarter of the bytes to collate, pin and copy, and no float work in th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from torchvision import transforms
+
+if TYPE_CHECKING:
+    from torchvision import transforms
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -21,6 +25,8 @@ RESIZE_RATIO = 256.0 / 224.0
 
 def image_transform(size: int, training: bool) -> transforms.Compose:
     """PIL image -> uint8 CHW tensor: random resized crop and flip, or resize and centre crop."""
+    from torchvision import transforms  # only real data needs it (models/resnet.py says why)
+
     if training:
         steps = [transforms.RandomResizedCrop(size, CROP_SCALE, CROP_RATIO),
                  transforms.RandomHorizontalFlip()]

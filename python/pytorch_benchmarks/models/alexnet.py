@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torchvision
 
 from .registry import register_model
 
@@ -55,4 +54,6 @@ def alexnet(num_classes: int) -> nn.Module:
 @register_model("alexnet_owt", title="AlexNetOWT", input_shape=(3, 227, 227), num_classes=1000)
 def alexnet_owt(num_classes: int) -> nn.Module:
     """Torchvision's AlexNet ('one weird trick' variant: 64-192-384-256-256, no LRN)."""
+    import torchvision  # when built, as in resnet.py
+
     return torchvision.models.alexnet(weights=None, num_classes=num_classes)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torchvision
 
 from .registry import register_model
 
@@ -12,6 +11,8 @@ from .registry import register_model
 @register_model("inception3", title="InceptionV3", input_shape=(3, 299, 299), num_classes=1000)
 def inception3(num_classes: int) -> nn.Module:
     """Torchvision's Inception v3 without the auxiliary classifier."""
+    import torchvision  # when built, as in resnet.py
+
     return torchvision.models.inception_v3(
         weights=None, aux_logits=False, init_weights=False, num_classes=num_classes
     )

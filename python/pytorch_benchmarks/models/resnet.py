@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import torch.nn as nn
-import torchvision
-from torchvision.models.resnet import Bottleneck, ResNet
 
 from .registry import register_model
 
@@ -18,6 +16,11 @@ def _register(model_id: str, depth: int) -> None:
 
     @register_model(model_id, title=f"ResNet{depth}", input_shape=(3, 224, 224), num_classes=1000)
     def build(num_classes: int) -> nn.Module:
+        # torchvision is imported when a model is built: its import pulls in torch._dynamo
+        # (torchvision.ops), seconds that a backend running another model need not spend.
+        import torchvision
+        from torchvision.models.resnet import Bottleneck, ResNet
+
         if model_id in _DEEP_LAYERS:
             return ResNet(Bottleneck, _DEEP_LAYERS[model_id], num_classes=num_classes)
         return getattr(torchvision.models, model_id)(weights=None, num_classes=num_classes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch.nn as nn
-import torchvision
 
 from .registry import register_model
 
@@ -13,6 +12,8 @@ def _register(model_id: str, title: str) -> None:
 
     @register_model(model_id, title=title, input_shape=(3, 224, 224), num_classes=1000)
     def build(num_classes: int) -> nn.Module:
+        import torchvision  # when built, as in resnet.py
+
         return getattr(torchvision.models, model_id)(weights=None, num_classes=num_classes)
 
 
