@@ -32,11 +32,17 @@ def check_suffix(path: Path) -> str:
     return suffix
 
 
-def read_spec_bytes(path: Path, limit: int = MAX_SPEC_BYTES) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO."""
+def read_spec_bytes(path: Path, limit: int = MAX_SPEC_BYTES, *,
+                    follow_links: bool = True) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; never blocks on a FIFO.
+
+    `follow_links=False`: a symbolic link at `path` is not read (an error), as for a file
+    that only dlbs itself writes (dlbs/config/parsed_cache.py).
+    """
+    # O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
     try:
-        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = os.open(path, flags)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except OSError as error:

@@ -29,7 +29,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dlbs.config.documents import read_spec_bytes
 from dlbs.config.limits import MAX_DOCUMENT_VALUES, MAX_NESTING
+from dlbs.errors import ConfigError, OutputError
 
 #: Bumped whenever what is cached changes meaning.
 FORMAT = 1
@@ -98,7 +100,7 @@ class ParsedCache:
             return  # a value that is not plain data (a YAML timestamp): not cached
         try:
             _write(self.path, MAGIC + payload)
-        except OSError:
+        except (OSError, OutputError):  # lstat's error, or atomic_write's
             pass
         self._missed = False
 
@@ -117,10 +119,10 @@ class ParsedCache:
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = _read_regular(self.path, MAX_CACHE_BYTES)
-        except OSError:
+            data = read_spec_bytes(self.path, MAX_CACHE_BYTES, follow_links=False)
+        except ConfigError:  # missing, a link, not a regular file, too big, unreadable
             return {}
-        if data is None or not data.startswith(MAGIC):
+        if not data.startswith(MAGIC):
             return {}
         try:
             loaded = marshal.loads(data[len(MAGIC) :])
@@ -201,22 +203,12 @@ def _package_stamp(name: str) -> tuple[str, int, int] | None:
     return (origin, status.st_size, status.st_mtime_ns)
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The bytes of `path` if it is a regular file (not a link) of at most `limit` bytes."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
-            return None
-        with os.fdopen(os.dup(descriptor), "rb") as stream:
-            data = stream.read(limit + 1)
-    finally:
-        os.close(descriptor)
-    return data if len(data) <= limit else None
-
-
 def _write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically, unless something but a regular file is there."""
+    """Replace `path` with `data` atomically, unless something but a regular file is there.
+
+    `atomic_write` would write a link's target and through a device or a FIFO, as an output
+    the user named should be: this file nobody names, so anything else there is left alone.
+    """
     try:
         status = os.lstat(path)
     except FileNotFoundError:
@@ -224,17 +216,7 @@ def _write(path: Path, data: bytes) -> None:
     else:
         if not stat.S_ISREG(status.st_mode):
             return  # a link, a folder, a FIFO: left as it is
-    import tempfile  # only when writing: most commands find the cache and never write
+    # Imported only when writing: most commands find the cache and never write it.
+    from dlbs.util.atomic import atomic_write
 
-    path.parent.mkdir(exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, data)
