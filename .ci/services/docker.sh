@@ -26,12 +26,23 @@ if "$docker_cli" info >/dev/null 2>&1; then
     exit 0
 fi
 
-# A stale pid file from a dockerd that died keeps a new one from starting.
-if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
-    rm -f /var/run/docker.pid
-fi
+# A pid file left by a dockerd (or its managed containerd) that is gone keeps a new one from
+# starting: dockerd refuses ("pid file found") while any process has that pid, and on a fresh
+# machine restored from an image the number is often reused by an unrelated process. So a pid
+# file counts only when the process behind it runs the program it names.
+clear_stale_pid_file() {  # clear_stale_pid_file FILE PROGRAM
+    local file=$1 program=$2 pid
+    [ -f "$file" ] || return 0
+    pid=$(tr -dc '0-9' <"$file" || true)
+    if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" != "$program" ]; then
+        echo "docker.sh: removing stale $file (pid ${pid:-none} is not $program)"
+        rm -f "$file"
+    fi
+}
 
 if ! pgrep -x dockerd >/dev/null 2>&1; then
+    clear_stale_pid_file /var/run/docker.pid dockerd
+    clear_stale_pid_file /var/run/docker/containerd/containerd.pid containerd
     nohup dockerd >"$log" 2>&1 </dev/null &
 fi
 
