@@ -182,14 +182,21 @@ def test_ctrl_c_stops_the_child_and_returns_interrupted(target, tmp_path):
     assert time.monotonic() - started < 10
 
 
-def test_on_start_gets_the_pid_of_the_running_benchmark(target):
+def test_on_start_gets_the_pid_of_the_running_benchmark(target, tmp_path):
+    # The benchmark waits until the callback has looked at it: a process that had already
+    # ended (a short sleep on a loaded machine) would show an empty command line.
+    release = tmp_path / "release"
+    os.mkfifo(release)
+    script = f"read line < '{release}'"
     seen = {}
 
     def started(pid: int) -> None:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             seen["argv"] = cmdline.read().split(b"\0")[:3]
         seen["pid"] = pid
+        with open(release, "w") as fifo:
+            fifo.write("go\n")
 
-    outcome = target.run(Invocation(["sleep", "0.3"]), io.BytesIO(), 10, on_start=started)
+    outcome = target.run(Invocation(["sh", "-c", script]), io.BytesIO(), 30, on_start=started)
     assert outcome.status == "ok"
-    assert seen == {"argv": [b"sleep", b"0.3", b""], "pid": outcome.details["pid"]}
+    assert seen == {"argv": [b"sh", b"-c", script.encode()], "pid": outcome.details["pid"]}
