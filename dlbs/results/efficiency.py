@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from dlbs.config.loader import default_config_dir
 
 #: The peak table, relative to the default configs' folder.
@@ -41,6 +39,8 @@ _HALF = {"float16": "fp16", "bfloat16": "bf16"}
 @functools.lru_cache(maxsize=4)
 def peak_table(path: str) -> tuple[tuple[str, re.Pattern[str], dict[str, float], str], ...]:
     """(name, pattern, tflops by math, source) of each GPU of the table at `path`."""
+    from ruamel.yaml import YAML  # here: only GPU runs read the table; it costs start-up
+
     document = YAML(typ="safe").load(Path(path).read_text())
     entries = []
     for entry in document["gpus"]:
