@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from dlbs.errors import LaunchError
@@ -32,6 +35,22 @@ def test_the_three_built_in_targets_are_registered():
     assert issubclass(found["docker"], ProcessTarget)
     assert issubclass(found["slurm"], SchedulerTarget)
     assert all(cls.summary and cls.unavailable is None for cls in found.values())
+
+
+def test_each_built_in_module_registers_the_name_it_is_found_by():
+    for name, module in base.BUILTIN_TARGETS.items():
+        assert targets()[name].__module__ == module
+
+
+def test_a_bare_metal_run_imports_no_other_target():
+    """The Docker SDK and Jinja2 are imported only when their targets are asked for."""
+    probe = ("import sys; from dlbs.run.targets import get_target; get_target('local'); "
+             "print(sorted(m for m in ('docker', 'jinja2', 'requests', 'dlbs.run.targets.docker',"
+             " 'dlbs.run.targets.slurm') if m in sys.modules)); get_target('docker'); "
+             "print('docker' in sys.modules)")
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           check=True).stdout.split("\n")
+    assert shown[:2] == ["[]", "True"]
 
 
 def test_a_duplicate_name_raises(registry):
