@@ -8,6 +8,7 @@ beside the others, except:
   the engine holds no container of theirs, which another test's would be;
 - tests that take a module-scoped fixture run on one worker, so that the fixture (a traced
   model, trained weights, real runs) is made once, not once per worker;
+- the biggest pieces of work are handed out first (`order`);
 - tests marked `serial` measure time or CPU use: they run last, one after another, each with
   no other test beside it. Every test holds a lock that all workers share, ordinary tests in
   shared mode and serial ones exclusively, behind a gate that stops new tests from starting
@@ -59,11 +60,27 @@ def group_of(item: pytest.Item) -> str | None:
     return None
 
 
+#: Markers of tests that start frameworks (seconds each), handed out before the other free ones.
+_HEAVY_MARKERS = ("slow", "pytorch", "mxnet", "onnxruntime")
+
+
 def order(items: list[pytest.Item]) -> dict[str, str]:
-    """Put service tests first and serial ones last; returns each grouped test's group."""
+    """Hand out the biggest pieces of work first; returns each grouped test's group.
+
+    Service tests first, then the other groups (each one piece that one worker runs from
+    start to end: a group handed out last made the whole suite wait for it), then the free
+    tests that start frameworks, then the rest (small pieces that fill the gaps at the end),
+    serial tests last. The sort is stable: collection order within each rank.
+    """
     groups = {item.nodeid: group for item in items if (group := group_of(item)) is not None}
-    rank = {SERVICES_GROUP: 0, SERIAL_GROUP: 2}
-    items.sort(key=lambda item: rank.get(groups.get(item.nodeid, ""), 1))
+
+    def rank(item: pytest.Item) -> int:
+        group = groups.get(item.nodeid)
+        if group is not None:
+            return {SERVICES_GROUP: 0, SERIAL_GROUP: 4}.get(group, 1)
+        return 2 if any(item.get_closest_marker(name) for name in _HEAVY_MARKERS) else 3
+
+    items.sort(key=rank)
     return groups
 
 
