@@ -227,12 +227,8 @@ def _spec(folder: Path, url: str) -> list[str]:
             "-V", 'exp.model=["resnet50", "alexnet"]']
 
 
-@pytest.mark.postgres
-@settings(max_examples=8, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(password=_PASSWORDS, in_query=st.booleans())
-def test_plan_print_config_and_dry_run_never_show_the_password(
-        role: Role, password: str, in_query: bool) -> None:
+def _outputs(role: Role, password: str, in_query: bool) -> list[str]:
+    """What plan, print-config and dry runs print for a store URL that holds `password`."""
     _, url = role.url_in_a_new_schema(password, in_query)
     with tempfile.TemporaryDirectory() as folder:
         spec = _spec(Path(folder) / "logs", url)
@@ -278,7 +274,29 @@ def test_plan_print_config_and_dry_run_never_show_the_password(
                           environment={"PGPASSFILE": str(passfile)}, remove=("PGPASSWORD",))
         assert code == 0 and "2 experiments: 2 to run" in text, text
         outputs.append(text)
-    for text in outputs:
+    return outputs
+
+
+#: What the commands print for another password: text that is there whatever the password.
+_baseline: list[str] = []
+
+
+def _assume_not_shown_anyway(role: Role, password: str) -> None:
+    """Hypothesis also draws strings from dlbs's own source ('prefetch_b', of
+    pytorch.prefetch_batches): what every output shows anyway is no leak of a password."""
+    if not _baseline:
+        _baseline.extend(_outputs(role, "n0t-the-0ne-looked-for", False))
+    assume(not any(_leaks(password, text) for text in _baseline))
+
+
+@pytest.mark.postgres
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=_PASSWORDS, in_query=st.booleans())
+def test_plan_print_config_and_dry_run_never_show_the_password(
+        role: Role, password: str, in_query: bool) -> None:
+    _assume_not_shown_anyway(role, password)
+    for text in _outputs(role, password, in_query):
         assert not _leaks(password, text), (_leaks(password, text), text)
 
 
@@ -290,6 +308,7 @@ def test_plan_print_config_and_dry_run_never_show_the_password(
 def test_a_run_and_every_reader_never_show_nor_keep_the_password(
         role: Role, password: str, in_query: bool) -> None:
     """A real sweep into the store, then every command that reads it, and `dlbs serve`."""
+    _assume_not_shown_anyway(role, password)
     schema, url = role.url_in_a_new_schema(password, in_query)
     outputs = []
     with tempfile.TemporaryDirectory() as folder:
