@@ -11,7 +11,7 @@ flight), never through a concrete one (like reframe's `JobScheduler.poll(*jobs)`
   gave works from any process. `find_submitted` finds a submission by its name when dlbs died
   between the scheduler's answer and its own record of it.
 A scheduler is one module in `dlbs/run/targets/` (`@register_target(name)`, listed in
-`BUILTIN_MODULES`) plus the reader of its request in `dlbs/recipes/schedulers.py`.
+`BUILTIN_TARGETS`) plus the reader of its request in `dlbs/recipes/schedulers.py`.
 """
 
 from __future__ import annotations
