@@ -282,8 +282,11 @@ _baseline: list[str] = []
 
 
 def _assume_not_shown_anyway(role: Role, password: str) -> None:
-    """Hypothesis also draws strings from dlbs's own source ('prefetch_b', of
-    pytorch.prefetch_batches): what every output shows anyway is no leak of a password."""
+    """Skip a password that the commands print whatever the password is.
+
+    Hypothesis also draws strings from dlbs's own source ('prefetch_b', of
+    pytorch.prefetch_batches): what every output shows anyway is no leak of a password.
+    """
     if not _baseline:
         _baseline.extend(_outputs(role, "n0t-the-0ne-looked-for", False))
     assume(not any(_leaks(password, text) for text in _baseline))
