@@ -82,8 +82,9 @@ def _signals_left_as_found() -> Iterator[None]:
     if after != before:
         for number, handler in zip(_WATCHED_SIGNALS, before):
             signal.signal(number, handler)  # type: ignore[arg-type]
-        signal.pthread_sigmask(signal.SIG_SETMASK, signal.pthread_sigmask(signal.SIG_BLOCK, [])
-                               - set(_WATCHED_SIGNALS) | set(before[-1]))  # type: ignore[arg-type]
+        blocked_before: frozenset[int] = before[-1]  # type: ignore[assignment]
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_WATCHED_SIGNALS) - blocked_before)
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked_before)
         pytest.fail(f"the test changed the process's signal state: {before} -> {after}",
                     pytrace=False)
 

@@ -48,9 +48,10 @@ def test_a_bare_metal_run_imports_no_other_target():
              "print(sorted(m for m in ('docker', 'jinja2', 'requests', 'dlbs.run.targets.docker',"
              " 'dlbs.run.targets.slurm') if m in sys.modules)); get_target('docker'); "
              "print('docker' in sys.modules)")
-    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                           check=True).stdout.split("\n")
-    assert shown[:2] == ["[]", "True"]
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "True"]
 
 
 def test_a_duplicate_name_raises(registry):
