@@ -11,13 +11,14 @@ are started through `python -m mxnet_benchmarks.launch_dist`.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 import warnings
 
 if __package__ in (None, ""):  # run as a script: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmark_common.termination import Termination  # noqa: E402
 
 from mxnet_benchmarks.errors import BenchmarkError  # noqa: E402
 from mxnet_benchmarks.options import Options, parse_options  # noqa: E402
@@ -108,16 +109,18 @@ def _abort(error: BaseException) -> None:
     os._exit(status)
 
 
-def _raise_interrupt(signum, frame) -> None:
-    # A job scheduler's or launcher's SIGTERM ends the run like Ctrl-C: with a failure
-    # status and its reason, not a silent death.
-    raise KeyboardInterrupt(f"terminated by signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark described by `argv`; return the exit status."""
     start_time = now_iso()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+    def report_interrupt(error: BaseException) -> None:
+        emit("results.start_time", start_time)
+        failure(describe(error))
+
+    # A job scheduler's or launcher's SIGTERM ends the run like Ctrl-C: with a failure
+    # status and its reason, not a silent death.
+    termination = Termination(KeyboardInterrupt, report_interrupt)
+    termination.install()
     try:
         opts = parse_options(sys.argv[1:] if argv is None else argv)
         configure_environment(opts)
@@ -137,12 +140,14 @@ def main(argv: list[str] | None = None) -> int:
             print_report(report, start_time, mxnet.__version__)
         return 0
     except BenchmarkError as error:
+        termination.claim()
         message = " ".join(str(error).split())  # one line, whatever the message holds
         print(f"benchmarks.py: error: {message}", file=sys.stderr)
         emit("results.start_time", start_time)
         failure(message)
         return BenchmarkError.exit_status
     except (Exception, KeyboardInterrupt) as error:  # a failed run must never look valid
+        termination.claim()
         traceback.print_exc()
         emit("results.start_time", start_time)
         failure(describe(error))

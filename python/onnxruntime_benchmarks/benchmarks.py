@@ -10,7 +10,6 @@ reason and exits non-zero.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmark_common.protocol import emit, emit_failure, now_iso, refuse  # noqa: E402
+from benchmark_common.termination import Termination  # noqa: E402
 
 from onnxruntime_benchmarks.errors import UserError  # noqa: E402
 from onnxruntime_benchmarks.options import FlagError, parse_options  # noqa: E402
@@ -29,10 +29,6 @@ OUT_OF_MEMORY_SIGNS = ("failed to allocate memory", "out of memory", "bad_alloc"
 
 class Terminated(BaseException):
     """SIGTERM (a launcher stopping the job, a timeout): still report the failure."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated(f"terminated by signal {signum}")
 
 
 def _refuse(message: str) -> int:
@@ -51,12 +47,15 @@ def _failure_message(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    termination = Termination(Terminated,
+                              lambda error: emit_failure(_failure_message(error)))
+    termination.install()
     argv = list(sys.argv[1:] if argv is None else argv)
     start_time = now_iso()
     try:
         opts = parse_options(argv)
     except FlagError as error:
+        termination.claim()
         return _refuse(f"bad flag: {error} (see --help)")
     emit("results.start_time", start_time)
     try:
@@ -72,8 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit("results.end_time", now_iso())
         return 0
     except UserError as error:
+        termination.claim()
         return _refuse(str(error))
     except (Exception, Terminated, KeyboardInterrupt) as error:
+        termination.claim()
         traceback.print_exc(file=sys.stderr)
         emit_failure(_failure_message(error))
         return 1

@@ -9,7 +9,6 @@ and LOCAL_RANK from the environment and only rank 0 prints results.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmark_common.protocol import emit, emit_failure, now_iso, refuse  # noqa: E402
+from benchmark_common.termination import Termination  # noqa: E402
 
 from pytorch_benchmarks.cli import FlagError, parse_options  # noqa: E402
 from pytorch_benchmarks.errors import UserError  # noqa: E402
@@ -28,16 +28,18 @@ class Terminated(BaseException):
     """SIGTERM (a launcher stopping the job, a timeout): still report the failure."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated(f"terminated by signal {signum}")
+def _is_torch_out_of_memory(exc: BaseException) -> bool:
+    # Only a torch that is imported can have raised it (and a failed `import torch` must
+    # not be retried while its failure is reported).
+    torch = sys.modules.get("torch")
+    error_type = getattr(torch, "OutOfMemoryError", None)
+    return error_type is not None and isinstance(exc, error_type)
 
 
 def _failure_message(exc: BaseException) -> str:
     """A one-line reason; out-of-memory is named as such."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    import torch
-
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    if _is_torch_out_of_memory(exc) or "out of memory" in str(exc).lower():
         reason = f"out of memory: {text}"
     else:
         reason = f"{type(exc).__name__}: {text}"
@@ -60,8 +62,7 @@ def _caused_by_another_rank(exc: BaseException) -> bool:
     """SIGTERM from torchrun, or a collective that lost a peer: the symptom, not the cause."""
     if isinstance(exc, Terminated):
         return True
-    import torch.distributed as dist
-
+    dist = sys.modules.get("torch.distributed")  # not imported: it raised nothing
     if isinstance(exc, getattr(dist, "DistNetworkError", ())):
         return True
     text = str(exc).lower()
@@ -92,28 +93,39 @@ def _abort(exc: BaseException) -> None:
         status = UserError.exit_status
     else:
         emit_failure(_failure_message(exc))
-        import torch
-
-        status = 3 if isinstance(exc, torch.OutOfMemoryError) else 1
+        status = 3 if _is_torch_out_of_memory(exc) else 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
+def _report_failure(exc: BaseException) -> None:
+    """The failure keys for an exception that ends the run."""
+    if _world_size() > 1 and _caused_by_another_rank(exc):
+        # The rank that failed first has printed the reason; a log parser keeps the last
+        # message it sees, so the ranks that merely lost their peers add none.
+        emit("results.status", "failure")
+        emit("results.end_time", now_iso())
+    else:
+        emit_failure(_failure_message(exc))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    termination = Termination(Terminated, _report_failure)
+    termination.install()
     start_time = now_iso()
     try:
         opts = parse_options(argv)
     except FlagError as exc:
+        termination.claim()
         return _refuse(f"bad flag: {exc} (see --help)")
-    import torch
-
-    from pytorch_benchmarks import distributed
-    from pytorch_benchmarks.runner import run_benchmark
-
     try:
+        import torch  # noqa: F401  (its import is part of what a SIGTERM may interrupt)
+
+        from pytorch_benchmarks import distributed
+        from pytorch_benchmarks.runner import run_benchmark
+
         topology = distributed.topology_from_env()
         if topology.is_main:
             emit("results.start_time", start_time)
@@ -131,20 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         distributed.shutdown()
         return 0
     except UserError as exc:
+        termination.claim()
         rank = f"rank {os.environ.get('RANK', '?')}: " if _world_size() > 1 else ""
         return _refuse(f"{rank}{exc}")
     except (Exception, Terminated, KeyboardInterrupt) as exc:
+        termination.claim()
         traceback.print_exc(file=sys.stderr)
-        if _world_size() > 1 and _caused_by_another_rank(exc):
-            # The rank that failed first has printed the reason; a log parser keeps the last
-            # message it sees, so the ranks that merely lost their peers add none.
-            emit("results.status", "failure")
-            emit("results.end_time", now_iso())
-        else:
-            emit_failure(_failure_message(exc))
-        if isinstance(exc, torch.OutOfMemoryError):
-            return 3
-        return 1
+        _report_failure(exc)
+        return 3 if _is_torch_out_of_memory(exc) else 1
 
 
 if __name__ == "__main__":
