@@ -15,6 +15,14 @@ import pytest
 from tests import parallel
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The suite runs more framework processes than the machine has cores. OpenMP's threads (PyTorch's
+# CPU operators) spin while they wait for work by default, burning the CPU that the other
+# workers' processes need: three PyTorch trainings at once on two cores took 16-21 CPU-s each,
+# and 10-11 with passive waiting (wall 25-30 s -> 17 s). Every process the suite starts
+# inherits this; what the tests check does not depend on it (benchmarks measure in bench/). A
+# value the developer set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The fuzz suite's budget: seconds per target (tests/fuzz). One knob: `--fuzz-seconds`, or
 # DLBS_FUZZ_SECONDS in the environment (CI's default stays 15).
 FUZZ_SECONDS = 15.0
@@ -46,6 +54,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     parallel.name_the_run(config)
+    # A shell starts a background job (`pytest ... &`) with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: the tests of Ctrl-C would wait for their
+    # timeouts. They need the handler an interactive pytest has.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

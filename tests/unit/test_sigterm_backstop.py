@@ -28,21 +28,27 @@ SCRIPT = textwrap.dedent("""
     termination.install()
 
     class Swallower:
+        announced = False
+
         def __del__(self):
+            if not Swallower.announced:  # ready once the loop runs, never before it
+                Swallower.announced = True
+                print("ready", flush=True)
             time.sleep(0.05)  # the handler runs here; Python ignores what it raises
 
     try:
-        print("ready", flush=True)
         if sys.argv[1] == "lost":
             while True:
                 Swallower()
         elif sys.argv[1] == "slow":
             try:
+                print("ready", flush=True)
                 while True:
                     time.sleep(0.05)
             finally:
-                time.sleep(2)  # longer than the grace: the backstop reports first
+                time.sleep(5)  # much longer than the grace: the backstop reports first
         else:
+            print("ready", flush=True)
             while True:
                 time.sleep(0.05)
     except Interrupted as error:
