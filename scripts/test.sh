@@ -15,6 +15,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh --all
+# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the suite's
+# thousands of `dlbs` and backend processes would otherwise compile its modules again.
+.venv/bin/python -m compileall -q dlbs launchers python tests >/dev/null
+# pytest rewrites the asserts of each test module it imports; where PYTHONDONTWRITEBYTECODE
+# is set it keeps no rewritten copy, and every worker rewrote all ~280 modules again (19
+# CPU-s each). One collection, while the services start, leaves the copies for the workers;
+# its errors, if any, are the run's to report.
+env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest --collect-only -q \
+    -p no:cacheprovider >/dev/null 2>&1 &
+collecting=$!
 bash .ci/services/docker.sh
 bash .ci/services/test-image.sh
 bash .ci/services/podman.sh
@@ -23,7 +33,5 @@ bash .ci/services/chromium.sh
 # The shared results store's tests (docs/results.md): the service prints its URL last.
 DLBS_TEST_POSTGRES_URL=$(bash .ci/services/postgres.sh | tail -n 1)
 export DLBS_TEST_POSTGRES_URL
-# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the suite's
-# thousands of `dlbs` and backend processes would otherwise compile its modules again.
-.venv/bin/python -m compileall -q dlbs launchers python tests >/dev/null
+wait "$collecting" || true
 exec .venv/bin/python -m pytest -n "${DLBS_TEST_WORKERS:-4}" --dist loadgroup "$@"

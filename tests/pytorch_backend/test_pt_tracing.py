@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torchvision
 from pytorch_backend_helpers import run_backend
 
 from dlbs.traces.reader import TraceFile
@@ -43,6 +42,8 @@ def resnet_operators(tmp_path_factory):
 
 def model_names(model_id: str) -> set[str]:
     """The names the trace must use: the model's own module names, the model as its id."""
+    import torchvision  # here, not at the top: every pytest-xdist worker collects this file
+
     model = getattr(torchvision.models, model_id)(weights=None)
     return {name or model_id for name, _ in model.named_modules()}
 
@@ -96,8 +97,9 @@ def test_operator_trace_holds_operators_inside_layers(resnet_operators):
     check_views_agree(path, document)
 
 
+# The tests below check what a trace level records, whatever the model: a small one.
 def test_operator_trace_of_inference(tmp_path):
-    _, document, path = traced(tmp_path, "resnet18", "operator", "--forward_only", "true",
+    _, document, path = traced(tmp_path, "deep_mnist", "operator", "--forward_only", "true",
                                batches=1)
     assert {span["name"] for span in spans(document, "dlbs.phase")} == {"data_wait", "forward"}
     assert spans(document, "cpu_op")
@@ -105,13 +107,13 @@ def test_operator_trace_of_inference(tmp_path):
 
 
 def test_full_trace_records_shapes_and_memory(tmp_path):
-    _, document, _ = traced(tmp_path, "resnet18", "full", batches=1)
+    _, document, _ = traced(tmp_path, "deep_mnist", "full", batches=1)
     assert any("Input Dims" in op.get("args", {}) for op in spans(document, "cpu_op"))
     assert any(e.get("name") == "[memory]" for e in document["traceEvents"])
 
 
 def test_step_trace_has_no_layers_and_the_views_say_so(tmp_path, dlbs_cli):
-    _, document, path = traced(tmp_path, "resnet18", "step", batches=3)
+    _, document, path = traced(tmp_path, "deep_mnist", "step", batches=3)
     assert not spans(document, "dlbs.layer") and len(spans(document, "dlbs.step")) == 3
     shown = dlbs_cli("trace", str(path), "--view", "layers")
     assert shown.returncode == 0 and "no layer spans: this trace is at level step" in shown.stdout
