@@ -24,7 +24,8 @@ MAX_DOCUMENT_VALUES = 1_000_000
 MAX_NAME_LENGTH = 200
 
 # -- expressions and regular expressions (sections 5 and 7) --------------------------------
-#: Wall-clock seconds one `$( ... )$` may take, and one regular expression match or search.
+#: Seconds one `$( ... )$` may take (CPU time of the thread that evaluates it: a thread kept
+#: waiting on a loaded machine is not over it), and one regular expression match or search.
 EXPRESSION_SECONDS = 1.0
 #: Bytes the values one expression creates may add up to (each counted when it is made).
 EXPRESSION_BYTES = 64 * 2**20
