@@ -113,13 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark described by `argv`; return the exit status."""
     start_time = now_iso()
 
-    def report_interrupt(error: BaseException) -> None:
+    def report_failure(error: BaseException) -> None:
         emit("results.start_time", start_time)
         failure(describe(error))
 
     # A job scheduler's or launcher's SIGTERM ends the run like Ctrl-C: with a failure
     # status and its reason, not a silent death.
-    termination = Termination(KeyboardInterrupt, report_interrupt)
+    termination = Termination(KeyboardInterrupt, report_failure)
     termination.install()
     try:
         opts = parse_options(sys.argv[1:] if argv is None else argv)
@@ -149,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as error:  # a failed run must never look valid
         termination.claim()
         traceback.print_exc()
-        emit("results.start_time", start_time)
-        failure(describe(error))
+        report_failure(error)
         if isinstance(error, KeyboardInterrupt):
             # Ctrl-C or SIGTERM that came while `import mxnet` was loading the library can
             # leave its engine half made, and the interpreter's exit then waits on it for

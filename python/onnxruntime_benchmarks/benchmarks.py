@@ -45,10 +45,14 @@ def _failure_message(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
+def _report_failure(error: BaseException) -> None:
+    """The failure keys for an exception that ends the run."""
+    emit_failure(_failure_message(error))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, run, print the protocol lines; return the exit status."""
-    termination = Termination(Terminated,
-                              lambda error: emit_failure(_failure_message(error)))
+    termination = Termination(Terminated, _report_failure)
     termination.install()
     argv = list(sys.argv[1:] if argv is None else argv)
     start_time = now_iso()
@@ -76,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, Terminated, KeyboardInterrupt) as error:
         termination.claim()
         traceback.print_exc(file=sys.stderr)
-        emit_failure(_failure_message(error))
+        _report_failure(error)
         return 1
 
 
