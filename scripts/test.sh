@@ -14,16 +14,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Python writes each module's bytecode at its first import, once for the whole suite, also
+# where the environment says PYTHONDONTWRITEBYTECODE: otherwise each of the suite's thousands
+# of `dlbs` and backend processes compiles the modules it imports again, and setup.sh would
+# compile all of the venv's 10,000 modules ahead (31 s) for the few thousand that run.
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh --all
-# Byte-compiled once here: where PYTHONDONTWRITEBYTECODE is set, each of the suite's
-# thousands of `dlbs` and backend processes would otherwise compile its modules again.
-.venv/bin/python -m compileall -q dlbs launchers python tests >/dev/null
-# pytest rewrites the asserts of each test module it imports; where PYTHONDONTWRITEBYTECODE
-# is set it keeps no rewritten copy, and every worker rewrote all ~280 modules again (19
-# CPU-s each). One collection, while the services start, leaves the copies for the workers;
-# its errors, if any, are the run's to report.
-env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest --collect-only -q \
-    -p no:cacheprovider >/dev/null 2>&1 &
+# pytest rewrites the asserts of each test module it imports and keeps the rewritten copy
+# beside its bytecode: one collection, while the services start, leaves them for the workers
+# (each rewrote all ~280 modules again, 19 CPU-s each); its errors, if any, are the run's to
+# report.
+.venv/bin/python -m pytest --collect-only -q -p no:cacheprovider >/dev/null 2>&1 &
 collecting=$!
 bash .ci/services/docker.sh
 bash .ci/services/test-image.sh
