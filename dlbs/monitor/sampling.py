@@ -4,7 +4,7 @@ Series, one value per sample, aligned (docs/monitor.md):
 
 | name | unit | what |
 |---|---|---|
-| `time` | s | when the sample was taken, seconds after `start()` |
+| `time` | s | when the sample was taken (mid counter reads), seconds after `start()` |
 | `cpu` | % of one core | CPU time the workload used since the last sample, summed over processes |
 | `rss` | MiB | resident memory, summed over the workload's processes |
 | `gpu_util` | % | mean utilization of the selected GPUs |
@@ -308,14 +308,21 @@ class Sampler:
         A sample `at_mark` (the backend just marked its timed interval) is taken even when
         the workload has ended meanwhile: its CPU and memory are NaN then, its counters not.
         """
-        now = time.monotonic()
         assert self._workload is not None
-        chosen = self._workload.select(proc.scan_processes())
-        if chosen is None and not at_mark:
-            return False
+        before = time.monotonic()
         gpu_values = self._query_gpus()
         if gpu_values is None:  # stopped mid-query: this sample is dropped whole
             return True
+        cpu_energy = self._read_rapl()
+        # The sample's time is the middle of the counters' reads: the energy of an interval
+        # is read between two samples' times, and the process scan below takes tens of
+        # milliseconds on a busy machine (a timed second read 2 % too much energy when the
+        # time was taken before it).
+        stamp = (before + time.monotonic()) / 2
+        now = time.monotonic()
+        chosen = self._workload.select(proc.scan_processes())
+        if chosen is None and not at_mark:
+            return False
         cpu = rss = math.nan
         if chosen is not None:
             ticks = {(p.pid, p.start_ticks): p.cpu_ticks for p in chosen}
@@ -327,12 +334,12 @@ class Sampler:
             rss = round(proc.rss_mib(chosen), 3)
             self._last_ticks = ticks
             self._last_time = now
-        self._series["time"].append(round(now - self._started_at, 4))
+        self._series["time"].append(round(stamp - self._started_at, 4))
         self._series["cpu"].append(cpu)
         self._series["rss"].append(rss)
         for name, value in gpu_values.items():
             self._series[name].append(value)
-        self._series[CPU_ENERGY].append(self._read_rapl())
+        self._series[CPU_ENERGY].append(cpu_energy)
         self.samples_taken += 1
         return chosen is not None
 

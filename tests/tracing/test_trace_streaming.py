@@ -6,7 +6,6 @@ Memory is what is measured (the peak resident set of a `dlbs trace` process), ne
 from __future__ import annotations
 
 import gzip
-import json
 import subprocess
 import sys
 
@@ -26,6 +25,21 @@ print(status, peak // 1024)
 """
 
 
+# One event of each kind, as json.dumps writes it; filled in by `%` (floats by their repr, as
+# json.dumps writes them): the big trace's million events are written in seconds.
+_STEP = ('{"ph": "X", "cat": "dlbs.step", "name": "step", "ts": %r, "dur": 99000.0, "pid": 1, '
+         '"tid": 1, "args": {"batch": %d}}')
+_PHASE = ('{"ph": "X", "cat": "dlbs.phase", "name": "forward", "ts": %r, "dur": 50000.0, '
+          '"pid": 1, "tid": 1, "args": {"batch": %d}}')
+_LAYER = ('{"ph": "X", "cat": "dlbs.layer", "name": "layer%d", "ts": %r, "dur": 900.0, '
+          '"pid": 1, "tid": 1, "args": {"batch": %d, "parent": "", "depth": 0}}')
+_OPERATOR = ('{"ph": "X", "cat": "cpu_op", "name": "aten::op%d", "ts": %r, "dur": 30.0, '
+             '"pid": 1, "tid": 1, "args": {"External id": %d, '
+             '"Input Dims": [[64, 256, 56, 56]]}}')
+_KERNEL = ('{"ph": "X", "cat": "kernel", "name": "gemm_%d", "ts": %r, "dur": 250.0, "pid": 0, '
+           '"tid": 7, "args": {"dlbs.layer": "layer%d", "correlation": %d}}')
+
+
 def write_big_trace(path, steps: int) -> int:
     """A gzip-compressed trace with `steps` steps (about 1,000 events each); its JSON size."""
     size = 0
@@ -36,31 +50,17 @@ def write_big_trace(path, steps: int) -> int:
             stream.write(text)
 
         write('{"dlbs": {"trace_level": "kernel", "format": 1}, "traceEvents": [\n')
-        first = True
         for step in range(steps):
             start = step * 100_000.0
-            events = [{"ph": "X", "cat": "dlbs.step", "name": "step", "ts": start,
-                       "dur": 99_000.0, "pid": 1, "tid": 1, "args": {"batch": step}},
-                      {"ph": "X", "cat": "dlbs.phase", "name": "forward", "ts": start,
-                       "dur": 50_000.0, "pid": 1, "tid": 1, "args": {"batch": step}}]
+            events = [_STEP % (start, step), _PHASE % (start, step)]
             for index in range(LAYERS):
                 at = start + index * 1_000.0
-                events.append({"ph": "X", "cat": "dlbs.layer", "name": f"layer{index}",
-                               "ts": at, "dur": 900.0, "pid": 1, "tid": 1,
-                               "args": {"batch": step, "parent": "", "depth": 0}})
-                for op in range(OPERATORS_PER_LAYER):
-                    events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::op{op % 7}",
-                                   "ts": at + op * 40.0, "dur": 30.0, "pid": 1, "tid": 1,
-                                   "args": {"External id": step * 10_000 + op,
-                                            "Input Dims": [[64, 256, 56, 56]]}})
-                for kernel in range(KERNELS_PER_LAYER):
-                    events.append({"ph": "X", "cat": "kernel", "name": f"gemm_{kernel}",
-                                   "ts": at + kernel * 300.0, "dur": 250.0, "pid": 0,
-                                   "tid": 7, "args": {"dlbs.layer": f"layer{index}",
-                                                      "correlation": step * 100 + kernel}})
-            for event in events:
-                write(("" if first else ",\n") + json.dumps(event))
-                first = False
+                events.append(_LAYER % (index, at, step))
+                events += [_OPERATOR % (op % 7, at + op * 40.0, step * 10_000 + op)
+                           for op in range(OPERATORS_PER_LAYER)]
+                events += [_KERNEL % (kernel, at + kernel * 300.0, index, step * 100 + kernel)
+                           for kernel in range(KERNELS_PER_LAYER)]
+            write(("" if step == 0 else ",\n") + ",\n".join(events))
         write("\n]}\n")
     return size
 
