@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -197,7 +198,7 @@ def test_a_crafted_attempt_row_never_stops_an_unrelated_process(dlbs_cli, tmp_pa
     live_owner = sleepers()
     victim_env = {}
     if token == "the-victims-own":  # it carries a token, but its run still runs
-        token = "f" * 32
+        token = uuid.uuid4().hex
         victim_env = {marks.TOKEN_VARIABLE: token, marks.OWNER_VARIABLE:
                       _identity(live_owner.pid)}
     victim = sleepers(victim_env)
@@ -217,7 +218,7 @@ def test_a_crafted_attempt_row_never_stops_an_unrelated_process(dlbs_cli, tmp_pa
 
 
 def test_what_carries_the_token_of_a_dead_run_is_stopped(sleepers):
-    token = "a" * 32
+    token = uuid.uuid4().hex
     gone = sleepers()
     dead_owner = _identity(gone.pid)
     gone.kill()
@@ -247,7 +248,7 @@ def test_which_owners_count_as_running(sleepers, owner, lives):
 
 
 def test_a_process_of_a_live_run_is_never_stopped_with_its_token(sleepers):
-    token = "b" * 32
+    token = uuid.uuid4().hex
     owner = sleepers()
     process = sleepers({marks.TOKEN_VARIABLE: token,
                         marks.OWNER_VARIABLE: _identity(owner.pid)})

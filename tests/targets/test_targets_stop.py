@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,9 +200,11 @@ def test_a_process_named_by_pid_and_start_time_alone_is_never_stopped():
 
 
 def test_processes_are_found_by_their_mark_alone():
-    token = "f" * 32
+    # Tokens of this test's own: stop_tree stops what carries its token anywhere on the
+    # machine, other tests' processes too (a fixed token was shared with test_run_ownership).
+    token = uuid.uuid4().hex
     marked = _sleeper({marks.TOKEN_VARIABLE: token})
-    other = _sleeper({marks.TOKEN_VARIABLE: "e" * 32})
+    other = _sleeper({marks.TOKEN_VARIABLE: uuid.uuid4().hex})
     try:
         stopped = stop_tree(marks.TOKEN_VARIABLE, token, 5.0)
         assert [process.pid for process in stopped] == [marked.pid]
