@@ -43,8 +43,10 @@ rm -f "$stamp"
 # cannot be had (no route to PyPI) or fails, pip installs as before.
 UV_VERSION=0.13.9
 install_with_uv() {
-    [ -x .venv/bin/uv ] && [ "$(.venv/bin/uv --version 2>/dev/null)" = "uv $UV_VERSION" ] || \
-        .venv/bin/python -m pip install -q "uv==$UV_VERSION" >/dev/null 2>&1 || return 1
+    case "$(.venv/bin/uv --version 2>/dev/null)" in  # "uv 0.13.9 (x86_64-unknown-linux-gnu)"
+        "uv $UV_VERSION"|"uv $UV_VERSION "*) ;;
+        *) .venv/bin/python -m pip install -q "uv==$UV_VERSION" >/dev/null 2>&1 || return 1 ;;
+    esac
     .venv/bin/python scripts/uv_install.py .venv/bin/uv .venv/bin/python "$extras"
 }
 install_with_pip() {
