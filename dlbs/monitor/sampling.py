@@ -318,8 +318,8 @@ class Sampler:
         # is read between two samples' times, and the process scan below takes tens of
         # milliseconds on a busy machine (a timed second read 2 % too much energy when the
         # time was taken before it).
-        stamp = (before + time.monotonic()) / 2
-        now = time.monotonic()
+        now = time.monotonic()  # also the process scan's moment: it starts right after
+        stamp = (before + now) / 2
         chosen = self._workload.select(proc.scan_processes())
         if chosen is None and not at_mark:
             return False
