@@ -107,16 +107,31 @@ def test_bad_input_is_a_clear_failure(run_backend, flags, message):
     assert "results.time" not in run.values
 
 
+def wait_until_it_catches(pid: int, signum: int, timeout: float = 60) -> None:
+    """Return once process `pid` has a handler for `signum` (its SigCgt mask in /proc)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as status:
+            caught = next(int(line.split()[1], 16) for line in status
+                          if line.startswith("SigCgt:"))
+        if caught & (1 << (signum - 1)):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not catch signal {signum} in {timeout} s")
+
+
 @pytest.mark.parametrize("when", ["in the timed batches", "during the start-up"])
 def test_sigterm_is_a_failure_with_its_reason(when):
     """SIGTERM at any moment ends the backend with a failure and its reason.
 
     In the timed batches: sent once the backend has printed its timed start. During the
-    start-up: sent a second after the start, while MXNet loads (on a loaded machine, before
+    start-up: sent as soon as the backend catches SIGTERM (its handler is the first thing it
+    installs, before `import mxnet`), so mostly while MXNet loads (on a loaded machine, during
     or after the import: both must end the process; one that came during the import once
     left MXNet's engine half made and the process waiting for it at its exit; one that came
     where Python discards exceptions was once lost and the run went on: the backstop of
-    benchmark_common.termination reports it).
+    benchmark_common.termination reports it). A fixed delay instead once fell before the
+    interpreter had started on a loaded machine: SIGTERM's default action, not the backend's.
     """
     # `with` closes the pipes whatever happens (left open, a failure here became another
     # test's ResourceWarning when the garbage collector found them).
@@ -134,7 +149,7 @@ def test_sigterm_is_a_failure_with_its_reason(when):
                     if line.startswith("__results.timed_start__="):
                         break
             else:
-                time.sleep(1)
+                wait_until_it_catches(process.pid, signal.SIGTERM)
             process.send_signal(signal.SIGTERM)
             stdout, _ = process.communicate(timeout=60)
         finally:
