@@ -102,6 +102,7 @@ def test_batched_resampling_is_interpolate_of_each_crop(shapes, size, seed):
 @settings(max_examples=50, deadline=None)
 @given(st.integers(1, 2000), st.integers(1, 2000), st.integers(0, 2**32 - 1))
 @example(100, 102, 99)  # a ratio of 1.354 after rounding (CI, 2026-11-26)
+@example(100, 1678, 0)  # no box of 8 % fits a 1:16.8 image: the fallback (2026-11-27)
 def test_random_resized_crops_stay_inside_and_keep_the_recipes_ranges(height, width, seed):
     from pytorch_benchmarks.data.device_jpeg import random_resized_crops
 
@@ -112,9 +113,16 @@ def test_random_resized_crops_stay_inside_and_keep_the_recipes_ranges(height, wi
     assert (boxes.left >= 0).all() and (boxes.left + boxes.width <= widths).all()
     if min(height, width) >= 100:
         # Area 8-100% and ratio 3/4-4/3 before each side is rounded to a whole pixel: some
-        # unrounded box within half a pixel of each side keeps both ranges.
+        # unrounded box within half a pixel of each side keeps both ranges. Where none of the
+        # ten tries fits (always, for an image much wider or taller than 4:3), torchvision's
+        # fallback: the centred whole image cut to the nearest allowed ratio, of any area.
+        fallback_h = round(width / (3 / 4)) if width / height < 3 / 4 else height
+        fallback_w = round(height * (4 / 3)) if width / height > 4 / 3 else width
+        fallback = ((boxes.height == fallback_h) & (boxes.width == fallback_w)
+                    & (boxes.top == (height - fallback_h) // 2)
+                    & (boxes.left == (width - fallback_w) // 2))
         h, w = boxes.height.astype(np.float64), boxes.width.astype(np.float64)
-        assert ((h + 0.5) * (w + 0.5) >= 0.08 * height * width).all()
+        assert (((h + 0.5) * (w + 0.5) >= 0.08 * height * width) | fallback).all()
         assert (h * w <= height * width).all()
         assert ((w + 0.5) / (h - 0.5) >= 3 / 4).all()
         assert ((w - 0.5) / (h + 0.5) <= 4 / 3).all()
