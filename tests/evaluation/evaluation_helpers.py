@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.results.protocol import parse_lines, parse_log
+from tests.preloaded import TORCH
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
@@ -40,9 +41,16 @@ def backend_env() -> dict[str, str]:
 
 
 def run_backend(framework: str, *args: str, timeout: float = 300) -> Run:
-    """Run a backend's benchmarks.py with `args`; parse what it printed."""
-    done = subprocess.run([sys.executable, str(BACKENDS[framework]), *args],
-                          capture_output=True, text=True, timeout=timeout, env=backend_env())
+    """Run a backend's benchmarks.py with `args`; parse what it printed.
+
+    PyTorch's is forked from an interpreter that has imported torch (tests/preloaded.py).
+    """
+    if framework == "pytorch":
+        done = TORCH.run([str(BACKENDS[framework]), *args], backend_env(), timeout=timeout)
+    else:
+        done = subprocess.run([sys.executable, str(BACKENDS[framework]), *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              env=backend_env())
     values = parse_lines(done.stdout.splitlines()).values
     return Run(done.returncode, done.stdout, done.stderr, values)
 

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.preloaded import TORCH
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_DIR = ROOT / "python"
 BACKEND = PYTHON_DIR / "pytorch_benchmarks" / "benchmarks.py"
@@ -54,11 +56,17 @@ def backend_env() -> dict[str, str]:
 
 
 def run_backend(*args: str, launcher: list[str] | None = None, timeout: float = 180) -> BackendRun:
-    """Run benchmarks.py (optionally under a launcher such as torchrun) and parse its output."""
-    argv = [sys.executable, *(launcher or []), str(BACKEND), *args]
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, env=backend_env(), cwd=ROOT
-    )
+    """Run benchmarks.py (optionally under a launcher such as torchrun) and parse its output.
+
+    Without a launcher the process is forked from an interpreter that has imported torch
+    (tests/preloaded.py): the run, not torch's import, is what these tests are about.
+    """
+    if launcher:
+        proc = subprocess.run([sys.executable, *launcher, str(BACKEND), *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              env=backend_env(), cwd=ROOT)
+    else:
+        proc = TORCH.run([str(BACKEND), *args], backend_env(), cwd=ROOT, timeout=timeout)
     values, counts = parse_keys(proc.stdout)
     return BackendRun(proc.returncode, proc.stdout, proc.stderr, values, counts)
 

@@ -1,0 +1,211 @@
+"""Run a Python script as its own process, forked from an interpreter that imported torch.
+
+The backends' tests start a hundred-odd PyTorch backend processes. Each fresh interpreter
+spends about 4 CPU-s importing torch, torchvision and torch's compiler stack (the optimizer
+and the FLOP counter import `torch._dynamo`) before the few hundred milliseconds of the run
+itself; on the 2-core test machine that was a fifth of the suite's CPU time.
+`PreloadedPython` keeps one server process per pytest worker that imports those modules once,
+then forks a child for each run, as PyTorch's DataLoader forks its workers. The child is a
+process of its own (its exit status, signals, stdout and stderr as a subprocess's); it runs
+the script as `python script.py args` would: `__main__`, `sys.argv`, the script's folder first
+on `sys.path`, the requested environment and working directory, and the exit status of
+`sys.exit`, an uncaught exception or a signal. It differs from a fresh interpreter in what is
+already imported, so tests of start-up (which modules a run imports, a signal during the
+imports) start their own interpreter, and a run whose environment differs from the server's
+(other than the test's name) gets a fresh interpreter too: libraries read some variables
+when they load (OpenMP its thread count). `DLBS_TEST_PRELOAD=0` gives every run a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Variables that pytest changes from test to test; no library reads them when it loads.
+_PER_TEST = ("PYTEST_CURRENT_TEST",)
+
+_SERVER = r'''
+import atexit, builtins, importlib.machinery, io, json, os, signal, sys, threading, traceback
+import types
+
+for name in json.loads(sys.argv[1]):
+    __import__(name)
+SITE = sys.path[1:]  # the entries after `-c`'s working directory, as a script's are
+replies = os.fdopen(os.dup(1), "w", buffering=1)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 1)  # the server prints nothing: its stdout is the reply channel
+
+
+def stream(fd, unbuffered, line_buffering, errors):
+    raw = io.FileIO(fd, "w", closefd=False)
+    if unbuffered:
+        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=True)
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors=errors,
+                            line_buffering=line_buffering)
+
+
+def exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def child(request):
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.dup2(null, 0)
+    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = sys.__stdout__ = stream(1, unbuffered, False, "strict")
+    sys.stderr = sys.__stderr__ = stream(2, unbuffered, True, "backslashreplace")
+    script = request["argv"][0]
+    sys.argv = list(request["argv"])
+    sys.path[:] = [os.path.dirname(os.path.abspath(script)), *SITE]
+    # The module a script runs as: what the interpreter makes for `python script.py`.
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", script),
+                         __builtins__=builtins)
+    sys.modules["__main__"] = main
+    status, interrupted = 0, False
+    try:
+        with open(script, "rb") as source:
+            code = compile(source.read(), script, "exec")
+        exec(code, main.__dict__)
+    except SystemExit as stop:
+        status = exit_status(stop.code)
+    except BaseException as error:  # the script's frames, not this function's
+        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
+        status, interrupted = 1, isinstance(error, KeyboardInterrupt)
+    try:  # what the interpreter does at its exit: join threads, run atexit, flush
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        if interrupted:  # then it ends by SIGINT, as Ctrl-C would have ended it
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(status)
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        try:  # a child never returns to this loop, whatever fails before its script runs
+            replies.close()
+            child(request)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(127)
+    replies.write(f"{pid}\n")
+    _, status = os.waitpid(pid, 0)
+    replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
+'''
+
+
+class PreloadedPython:
+    """A server that imports `modules` once and forks a process for each `run`."""
+
+    def __init__(self, modules: list[str]) -> None:
+        self.modules = modules
+        self.server: subprocess.Popen[bytes] | None = None
+        self.pending = b""
+        self.env: dict[str, str] | None = None
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None = None,
+            timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """`subprocess.run([sys.executable, *argv], capture_output=True, text=True, ...)`.
+
+        `argv[0]` is the script. A server is started at the first call, with its `env`.
+        """
+        if self.server is None and os.environ.get("DLBS_TEST_PRELOAD", "1") != "0":
+            self._start(env)
+        if self.server is None or _comparable(env) != _comparable(self.env or {}):
+            return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                                  timeout=timeout, env=env, cwd=cwd)
+        if cwd is not None and not os.path.isdir(cwd):  # as subprocess.run raises it
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(cwd))
+        with tempfile.TemporaryDirectory(prefix="preloaded-") as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            request = {"argv": [str(a) for a in argv], "env": env,
+                       "cwd": os.fspath(cwd or os.getcwd()), "stdout": str(out),
+                       "stderr": str(err)}
+            assert self.server.stdin is not None
+            self.server.stdin.write(json.dumps(request).encode() + b"\n")
+            self.server.stdin.flush()
+            pid = int(self._reply(None))
+            try:
+                status = int(self._reply(timeout))
+            except subprocess.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+                self._reply(None)
+                raise subprocess.TimeoutExpired([sys.executable, *argv], timeout or 0,
+                                                output=out.read_text(errors="replace"),
+                                                stderr=err.read_text(errors="replace")) from None
+            return subprocess.CompletedProcess([sys.executable, *argv], status,
+                                               out.read_text(errors="replace"),
+                                               err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self.server is not None:
+            assert self.server.stdin is not None
+            self.server.stdin.close()
+            self.server.wait(timeout=60)
+            assert self.server.stdout is not None
+            self.server.stdout.close()
+            self.server = None
+
+    def _start(self, env: dict[str, str]) -> None:
+        self.env = dict(env)
+        self.server = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(self.modules)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        atexit.register(self.close)
+
+    def _reply(self, timeout: float | None) -> str:
+        """The server's next line.
+
+        Read from its pipe directly: a buffered reader could hold a line `select` cannot see.
+        """
+        assert self.server is not None and self.server.stdout is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.server.stdout.fileno()
+        while b"\n" not in self.pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            with selectors.DefaultSelector() as selector:
+                selector.register(fd, selectors.EVENT_READ)
+                if not selector.select(left):
+                    raise subprocess.TimeoutExpired("preloaded", timeout or 0)
+            data = os.read(fd, 4096)
+            if not data:
+                raise RuntimeError("the preloaded interpreter ended (see its stderr above)")
+            self.pending += data
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
+
+
+def _comparable(env: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in _PER_TEST}
+
+
+#: The PyTorch backend's tests: what every run of it imports.
+TORCH = PreloadedPython(["numpy", "torch", "torchvision", "torch._dynamo",
+                         "torch.utils.flop_counter", "torchvision.ops", "PIL.Image"])
