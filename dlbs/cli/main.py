@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from dlbs.errors import DlbsError
 from dlbs.util.credentials import mask_text
@@ -60,8 +60,41 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, without importing shutil (see _HelpFormatter)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        columns = 0  # stdout is None, closed, detached or not a terminal
+    return columns or 80
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, finding the terminal's width as shutil would.
+
+    argparse makes a formatter for each argument added (to check its metavar), and each asks
+    shutil for the width: importing shutil, and with it bz2 and lzma, was about 6 million
+    instructions of every command's start, for help that is seldom shown.
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in the project's one-line format."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def _print_message(self, message: str, file: TextIO | None = None) -> None:
         # argparse drops an OSError here: `dlbs --help >/dev/full` would say nothing.
@@ -74,13 +107,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only `command`'s module is imported to add its arguments."""
+def build_parser(command: str | None = None, alone: bool = False) -> argparse.ArgumentParser:
+    """The parser; only `command`'s module is imported to add its arguments.
+
+    `alone`: `command`'s is the only command parser. The others serve only the top-level help
+    and the error for an unknown command, and each costs about a millisecond (argparse asks
+    gettext for its texts and makes help formatters even when no help is shown).
+    """
     parser = _Parser(prog="dlbs", description="Deep-learning benchmarking suite.")
     parser.add_argument("--version", action=_Version, help="show dlbs's version and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text) in COMMANDS.items():
+        if alone and name != command:
+            continue
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         command_parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                     help="show tracebacks for errors")
@@ -138,7 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((token for token in argv if token in COMMANDS), None)
-    parser = build_parser(command)
+    # `dlbs [--debug] COMMAND ...` parses with COMMAND's parser alone; anything else before
+    # the command (--help, --version, an unknown option) gets every command's, as `dlbs`
+    # without a command does.
+    alone = command is not None and all(
+        token == "--debug" for token in argv[:argv.index(command)])
+    parser = build_parser(command, alone)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)

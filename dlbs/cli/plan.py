@@ -20,6 +20,7 @@ from dlbs.plan.unused import unused_parameters
 from dlbs.plan.writers import FORMATS, write_plan
 from dlbs.recipes.host_access import HostAccessWatch
 from dlbs.util.credentials import ExperimentMask
+from dlbs.util.gc import no_cyclic_gc
 from dlbs.util.terminal import one_line
 
 # A document (json, csv, table) is held here until the whole plan has resolved, so that a
@@ -46,6 +47,14 @@ def default_keys(planner: Planner) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The planner makes no reference cycles (its values are plain data, its memo tables
+    # grow, nothing else lives past an experiment): collections would walk every object of
+    # the loaded configs and the memo, a few times a thousand experiments, to free nothing.
+    with no_cyclic_gc():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     for warning in unused_parameters(spec):
         print(f"dlbs: warning: {one_line(warning)}", file=sys.stderr)

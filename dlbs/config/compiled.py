@@ -20,6 +20,7 @@ evaluation fails, so that errors name the text as before.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import warnings
 from typing import Any
@@ -27,9 +28,27 @@ from typing import Any
 # A hole's stand-in while a template is parsed: an identifier in code, plain text in a string.
 _MARK = "_dlbs_hole_"
 _HOLE = re.compile(_MARK + r"(\d+)_")
-# What a filled value may not hold: what ends a literal or starts an escape, a character
-# that makes the text path fail, and the stand-in itself.
-_UNSAFE = re.compile("['\"\\\\\n\r\x00\ud800-\udfff]|" + _MARK)
+
+
+def safe_to_fill(value: str) -> bool:
+    """Whether `value` may fill a string constant of a tree.
+
+    A filled value may not hold what ends a literal or starts an escape, a character that
+    makes the text path fail (NUL, a lone surrogate), nor the stand-in itself.
+    """
+    if value.isascii():  # the common case: a few scans at C speed, no pattern to run
+        return not ("'" in value or '"' in value or "\\" in value or "\n" in value or
+                    "\r" in value or "\x00" in value or _MARK in value)
+    return _unsafe().search(value) is None
+
+
+@functools.cache
+def _unsafe() -> re.Pattern[str]:
+    # Compiled for the first value that is not ASCII: a lone surrogate's range makes `re`
+    # build large tables, millions of instructions that most plans never need.
+    return re.compile("['\"\\\\\n\r\x00\ud800-\udfff]|" + _MARK)
+
+
 _TREES_KEPT = 4096  # trees per template: code holes with that many values take the text path
 
 
@@ -130,7 +149,7 @@ class Compiler:
         fillable = template.fillable
         if not fillable:
             return None
-        key = tuple(None if index in fillable and _UNSAFE.search(value) is None else value
+        key = tuple(None if index in fillable and safe_to_fill(value) else value
                     for index, value in enumerate(holes))
         try:
             return template.trees[key]

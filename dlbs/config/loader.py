@@ -25,7 +25,7 @@ from dlbs.config.documents import (
 from dlbs.config.limits import MAX_SPEC_BYTES, MAX_SPEC_FILES, MAX_SPEC_TOTAL_BYTES
 from dlbs.config.names import check_name
 from dlbs.config.parsed_cache import ParsedCache, digest
-from dlbs.config.patterns import compile_pattern
+from dlbs.config.patterns import check_pattern, compile_pattern
 from dlbs.config.spec import DEFINITION_KEYS, Axis, Extension, ParamDef, Spec
 from dlbs.config.values import TYPES, check_plain, short, type_name
 from dlbs.errors import ConfigError
@@ -209,7 +209,7 @@ class SpecBuilder:
             _check_name(str(name), source)
             if isinstance(test, str):
                 try:
-                    compile_pattern(test)
+                    check_pattern(test)
                 except ConfigError as error:
                     raise ConfigError(f"{source}: condition on {name!r}: {error.message}") \
                         from None

@@ -354,12 +354,16 @@ class Planner:
         experiment = dict(layout.template)
         excluded: set[str] | frozenset[str] = layout.not_in_id
         changed = self._changed(layout, overrides)
+        since: list[Resolved] | None = None  # the entries `entries` was made from
+        id_slots: tuple[int, ...] = ()  # the id's pieces of those made anew (_IdText)
         if changed is None:
             entries = [resolver.entry(name) for name in layout.varying]
         else:  # the sweep's order changes a few inputs at a time: take the rest as they were
             resolver.since = (layout.last[0], changed)
-            entries = layout.last[1].copy()
-            for index in layout.stale(changed):
+            since = layout.last[1]
+            entries = since.copy()
+            stale, id_slots = layout.stale(changed)
+            for index in stale:
                 entries[index] = resolver.entry(layout.varying[index])
         layout.last = (overrides, entries)
         for name, entry in zip(layout.varying, entries):
@@ -380,14 +384,12 @@ class Planner:
             excluded = excluded | set(unset)
         if self.auto_id and experiment.get(ID) is None:
             if excluded is layout.not_in_id and len(experiment) == len(layout.template):
-                identity = layout.id_text.identity(experiment)
+                identity = layout.id_text.identity(experiment, entries, since, id_slots)
             else:  # a host value among the varying ones, or a parameter the layout lacks
                 identity = _identity({name: value for name, value in experiment.items()
                                       if name not in excluded})
             experiment[ID] = identity
-            with_id = dict(overrides)
-            with_id[ID] = Override(identity, identity, "<plan>")
-            resolver.overrides = with_id
+            resolver.add(ID, Override(identity, identity, "<plan>"))
             for name in layout.post_id:
                 experiment[name] = resolver.value(name)
         if ID_PARAMS in experiment:   # declared (the default configs): the planner sets it
@@ -474,19 +476,25 @@ class _Layout:
         # The last experiment of this layout: its overrides and the entries of `varying`.
         self.last: tuple[dict[str, Override], list[Resolved]] | None = None
         # The text exp.id hashes, of the parameters that identify an experiment.
-        self.id_text = _IdText(template, not_in_id, frozenset(varying))
-        self._stale: dict[frozenset[str], tuple[int, ...]] = {}
+        self.id_text = _IdText(template, not_in_id, varying)
+        self._stale: dict[frozenset[str], tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
-    def stale(self, changed: frozenset[str]) -> tuple[int, ...]:
-        """The positions in `varying` of the parameters that reach an input in `changed`."""
+    def stale(self, changed: frozenset[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The positions in `varying` of the parameters that reach an input in `changed`.
+
+        With them, the slots of those that are part of the id (`_IdText.slots`).
+        """
         try:
             return self._stale[changed]
         except KeyError:
             pass
         if len(self._stale) >= _STALE_KEPT:
             self._stale.clear()
-        found = self._stale[changed] = tuple(
+        positions = tuple(
             index for index, inputs in enumerate(self.inputs) if not inputs.isdisjoint(changed))
+        slots = tuple(slot for slot in map(self.id_text.slot_at.__getitem__, positions)
+                      if slot is not None)
+        found = self._stale[changed] = (positions, slots)
         return found
 
 
@@ -503,13 +511,18 @@ class _IdText:
     made once, that of a varying one once per value object (the planner shares values and
     never changes one). The first experiment checks the pieces against the whole text; were
     they different, every experiment would hash the whole text.
+
+    Consecutive experiments share most entries (`Planner._finalize`): when this one's
+    entries were made from those of the experiment whose id was made last, only the pieces
+    of the entries made anew are looked at.
     """
 
-    __slots__ = ("names", "pieces", "slots", "last", "checked", "whole")
+    __slots__ = ("names", "pieces", "slots", "slot_at", "last", "made_for", "checked", "whole")
 
     def __init__(self, template: dict[str, Any], not_in_id: frozenset[str],
-                 varying: frozenset[str]) -> None:
+                 varying: tuple[str, ...]) -> None:
         self.names = sorted(name for name in template if name not in not_in_id)
+        # The pieces of the text of the last id made, a varying value's made for its value.
         self.pieces: list[bytes] = []
         self.slots: list[tuple[int, str, bytes]] = []  # (index in pieces, name, its prefix)
         for index, name in enumerate(self.names):
@@ -520,22 +533,39 @@ class _IdText:
             else:
                 self.pieces.append(prefix + orjson.dumps(template[name],
                                                          option=orjson.OPT_SORT_KEYS))
+        # Per varying parameter (the layout's order): its slot, or None when it is no part of
+        # the id.
+        position_of = {name: position for position, (_, name, _) in enumerate(self.slots)}
+        self.slot_at = tuple(position_of.get(name) for name in varying)
         self.last: list[tuple[Any, bytes] | None] = [None] * len(self.slots)
+        # The entries of the experiment whose pieces `pieces` holds (None: unknown).
+        self.made_for: list[Any] | None = None
         self.checked = False
         self.whole = False
 
-    def identity(self, experiment: dict[str, Any]) -> str:
+    def identity(self, experiment: dict[str, Any], entries: list[Any],
+                 since: list[Any] | None = None, stale: tuple[int, ...] = ()) -> str:
+        """exp.id of `experiment`, whose varying values are those of `entries`.
+
+        `since`: the entries `entries` was copied from, but for the slots `stale` (the
+        positions in `slots` of the entries made anew: `_Layout.stale`).
+        """
         if self.whole:
             return _identity({name: experiment[name] for name in self.names})
-        pieces = self.pieces.copy()
-        last = self.last
-        for position, (index, name, prefix) in enumerate(self.slots):
+        pieces, last = self.pieces, self.last
+        # The other slots' values are the same objects as those the pieces were made of.
+        slots = stale if since is not None and since is self.made_for else \
+            range(len(self.slots))
+        self.made_for = None  # until every piece is made
+        for position in slots:
+            index, name, prefix = self.slots[position]
             value = experiment[name]
             kept = last[position]
             if kept is None or kept[0] is not value:
                 kept = last[position] = (value, prefix + orjson.dumps(
                     value, option=orjson.OPT_SORT_KEYS))
             pieces[index] = kept[1]
+        self.made_for = entries
         text = b"{" + b",".join(pieces) + b"}"
         if not self.checked:
             self.checked = True
@@ -592,6 +622,11 @@ def _note_inputs(values: Mapping[str, Any], alternatives: dict[str, list[Any]],
 
 
 def _group_names(raws: list[Any]) -> Iterator[str]:
+    # A group's name is written out where it is referenced: values that never spell it (all
+    # but a few) are not walked. Their repr holds every string of them, its `_`, letters and
+    # `@` as they are.
+    if GROUP_PREFIX + "@" not in repr(raws):
+        return
     for raw in raws:
         names, _ = references(raw)
         for name in names:

@@ -94,14 +94,25 @@ def _contain_file(experiment: dict[str, Any], name: str, folder: Any) -> None:
     if path.endswith("/"):
         raise PlanError(f"{name} {_shown(path)} names a folder, not a file")
     _check_lengths(name, path)
-    normal = posixpath.normpath(path)
-    if ".." in path.split("/") and not _inside(normal, folder):
+    normal = _normal(path)
+    if ".." in path and ".." in path.split("/") and not _inside(normal, folder):
         target = f"{LOG_DIR} {_shown(folder)}" if isinstance(folder, str) else "its folder"
         raise PlanError(f"{name} {_shown(path)} leads out of {target} through '..'",
                         hint="a value such as exp.id or exp.model must not hold '..' or '/'; "
                              f"a {WRITTEN[name]} elsewhere is an absolute path without '..'")
     if normal != path:
         experiment[name] = normal
+
+
+def _normal(path: str) -> str:
+    """`posixpath.normpath(path)` of a non-empty path, at once when it is normal already.
+
+    No empty part (`//`), no part that starts with a dot (`.`, `..`, or a hidden name: the
+    check is short) and no trailing `/`: a path normpath leaves as it is, as most are.
+    """
+    if "//" in path or "/." in path or path.startswith(".") or path.endswith("/"):
+        return posixpath.normpath(path)
+    return path
 
 
 def _inside(path: str, folder: Any) -> bool:
@@ -117,6 +128,8 @@ def _inside(path: str, folder: Any) -> bool:
 
 def _check_lengths(name: str, path: str) -> None:
     encoded = path.encode("utf-8", "surrogateescape")
+    if len(encoded) <= MAX_FILE_NAME_BYTES:
+        return  # no part is longer than the whole (and a name's limit is below a path's)
     for part in encoded.split(b"/"):
         if len(part) > MAX_FILE_NAME_BYTES:
             raise PlanError(f"{name} has a file name of {len(part):,} bytes, more than the "

@@ -27,6 +27,8 @@ from dlbs.util.records import FrozenRecord, Record
 Run = tuple[object | None, tuple[Part, ...], tuple[str, ...]]
 StringInfo = tuple[Template, tuple[str, ...], bool, list[Run] | None]
 Segment = tuple[object | None, tuple[Any, ...], frozenset[str] | None]
+LastList = tuple[Mapping[str, Any], list[tuple[list[Any], bool, bool]], list[Any], bool,
+                 tuple[int, ...]]
 
 
 class Override(FrozenRecord):
@@ -66,8 +68,8 @@ class ResolutionContext:
         self.axis_keys = axis_keys or []
         self.per_experiment = per_experiment
         self._unique: dict[tuple[str, ...], bool] = {}
-        # Per parameter: whether its values are kept in `memo` (`shared` of its inputs).
-        self.shared_names: dict[str, bool] = {}
+        # Per name: `kind` (one lookup for every reference to it).
+        self.kinds: dict[str, tuple[tuple[str, ...] | None, bool]] = {}
         self.deps = deps
         self.frameworks = frameworks
         self.env = env
@@ -76,11 +78,12 @@ class ResolutionContext:
         self._strings: dict[str, StringInfo] = {}
         self._definitions: dict[tuple[str, str | None], ParamDef | None] = {}
         self._lists: dict[int, tuple[list[Any], list[Segment]]] = {}
-        # (id of a list, framework) -> the overrides it was last resolved for, and per
-        # segment: its values, whether one spliced a list in, and `host`.
-        self.last_lists: dict[tuple[int, str | None],
-                              tuple[Mapping[str, Override],
-                                    list[tuple[list[Any], bool, bool]]]] = {}
+        # (id of a list, framework) -> the overrides it was last resolved for, per segment
+        # its values, whether one spliced a list in, and `host`; the list made, whether a
+        # segment was `host`, and where each segment starts in the list.
+        self.last_lists: dict[tuple[int, str | None], LastList] = {}
+        # (id of a list, changed inputs) -> the positions of the segments they may change.
+        self._stale_segments: dict[tuple[int, frozenset[str]], tuple[int, ...]] = {}
         # parameter -> environment variables its value was taken from (for `dlbs validate`).
         self.env_used: dict[str, set[str]] = {}
 
@@ -164,6 +167,19 @@ class ResolutionContext:
         self._lists[id(raw)] = (raw, segments)  # holding `raw` keeps its id its own
         return segments
 
+    def stale_segments(self, raw: list[Any], segments: list[Segment],
+                       changed: frozenset[str]) -> tuple[int, ...]:
+        """The positions of `raw`'s segments (`list_segments`) that `changed` inputs reach."""
+        key = (id(raw), changed)  # `list_segments` holds `raw`: its id stays its own
+        found = self._stale_segments.get(key)
+        if found is None:
+            if len(self._stale_segments) >= _STALE_SEGMENTS_KEPT:
+                self._stale_segments.clear()
+            found = self._stale_segments[key] = tuple(
+                index for index, (_, _, inputs) in enumerate(segments)
+                if inputs is None or not inputs.isdisjoint(changed))
+        return found
+
     def _inputs(self, item: Any) -> frozenset[str] | None:
         """The sweep inputs a list item reaches; None for anything but a string."""
         if not isinstance(item, str):
@@ -191,6 +207,15 @@ class ResolutionContext:
             self._unique[deps] = shared
             return shared
 
+    def kind(self, name: str) -> tuple[tuple[str, ...] | None, bool]:
+        """The sweep inputs `name` reaches (None: not a parameter), and whether kept.
+
+        Its values are kept in `memo` when they can repeat (`shared` of those inputs).
+        """
+        deps = self.deps.get(name)
+        found = self.kinds[name] = (deps, deps is not None and self.shared(deps))
+        return found
+
     def definition(self, name: str, framework: str | None) -> ParamDef | None:
         """The definition of `name` that experiments of `framework` see, if any."""
         key = (name, framework)
@@ -210,8 +235,15 @@ class ResolutionContext:
         return prefix not in self.frameworks or prefix == framework
 
 
+_STALE_SEGMENTS_KEPT = 4096  # (list, changed inputs) pairs remembered: a sweep has a few
+
 #: A character that ends or escapes the quotes an expression puts a value in.
 _BREAKS_QUOTES = re.compile("['\"\\\\\n\r]")
+
+
+def _breaks_quotes(value: str) -> bool:
+    """`_BREAKS_QUOTES.search(value)`, a few times faster: values are most often paths."""
+    return "'" in value or '"' in value or "\\" in value or "\n" in value or "\r" in value
 
 
 def _part_names(part: Part) -> tuple[str, ...] | None:
@@ -257,6 +289,14 @@ class Resolver:
         # the references that repeat them, until an override changes.
         self._local: dict[str, Resolved] = {}
 
+    def add(self, name: str, override: Override) -> None:
+        """One more override (the planner's exp.id), leaving the mapping given before as it is."""
+        overrides = dict(self._overrides)
+        overrides[name] = override
+        tokens = self._tokens.copy()
+        tokens[name] = override.token
+        self._overrides, self._tokens, self._local = overrides, tokens, {}
+
     @property
     def framework(self) -> str | None:
         return self._framework
@@ -281,19 +321,20 @@ class Resolver:
 
     def entry(self, name: str) -> Resolved:
         ctx = self.ctx
-        deps = ctx.deps.get(name)
+        try:
+            deps, shared = ctx.kinds[name]
+        except KeyError:
+            deps, shared = ctx.kind(name)
         key = None  # from the environment: each referrer is recorded (env_used)
         if deps is not None:
-            shared = ctx.shared_names.get(name)
-            if shared is None:
-                shared = ctx.shared_names[name] = ctx.shared(deps)
             if shared:
                 key = (name, self._framework, *map(self._tokens.get, deps))
                 hit = ctx.memo.get(key)
             else:  # this experiment's alone: no key to make
                 hit = self._local.get(name)
             if hit is not None:
-                self._host = self._host or hit.host
+                if hit.host:
+                    self._host = True
                 return hit
         if name in self._stack:
             cycle = " -> ".join([*self._stack[self._stack.index(name):], name])
@@ -447,6 +488,10 @@ class Resolver:
         last = self.ctx.last_lists.get(key)
         changed = self.since[1] if self.since is not None and last is not None and \
             last[0] is self.since[0] else None
+        if changed is not None:
+            patched = self._patched_list(raw, segments, key, last, changed)  # type: ignore[arg-type]
+            if patched is not None:
+                return patched
         made: list[tuple[list[Any], bool, bool]] = []
         for index, (run, items, inputs) in enumerate(segments):
             if changed is not None and inputs is not None and inputs.isdisjoint(changed):
@@ -473,7 +518,48 @@ class Resolver:
                     memo[(run, self._framework)] = Resolved((out[start:], spliced), self._host)
             made.append((out[start:], spliced, self._host))
             self._host = outer_host or self._host
-        self.ctx.last_lists[key] = (self._overrides, made)
+        starts = []
+        start = 0
+        for values, _, _ in made:
+            starts.append(start)
+            start += len(values)
+        self.ctx.last_lists[key] = (self._overrides, made, out,
+                                    any(host for _, _, host in made), tuple(starts))
+        return out
+
+    def _patched_list(self, raw: list[Any], segments: list[Segment],
+                      key: tuple[int, str | None], last: LastList,
+                      changed: frozenset[str]) -> list[Any] | None:
+        """`_resolve_list` of the experiment after `last`'s, when only `changed` changed.
+
+        The list of the last experiment, its segments that `changed` reaches resolved anew
+        and put in place: most of an argument list is the same from one experiment to the
+        next. None (resolve the whole list) when a segment made anew has another number of
+        items, which `_resolve_list` handles. Otherwise every item keeps its place, so a
+        spliced segment kept has the items before it that passed its check.
+        """
+        _, last_made, last_out, host_any, starts = last
+        out = last_out.copy()
+        made = last_made.copy()
+        recount = False
+        for index in self.ctx.stale_segments(raw, segments, changed):
+            start = starts[index]
+            outer_host, self._host = self._host, False
+            values: list[Any] = []
+            spliced = self._resolve_items(segments[index][1], values)
+            host, self._host = self._host, outer_host
+            # Spliced items were checked against the items before them in the segment; with
+            # every item in its place, they are within a list no longer than the last.
+            if len(values) != len(last_made[index][0]) or spliced and len(out) > MAX_ITEMS:
+                return None
+            out[start:start + len(values)] = values
+            recount = recount or host or last_made[index][2]
+            made[index] = (values, spliced, host)
+        if recount:
+            host_any = any(host for _, _, host in made)
+        if host_any:
+            self._host = True
+        self.ctx.last_lists[key] = (self._overrides, made, out, host_any, starts)
         return out
 
     def _resolve_items(self, items: tuple[Any, ...], out: list[Any]) -> bool:
@@ -529,7 +615,7 @@ class Resolver:
                 raise _expression_too_long()
             value = self._ref(ref)
             piece = render(value, null="null")
-            if isinstance(value, str) and _BREAKS_QUOTES.search(value):
+            if isinstance(value, str) and _breaks_quotes(value):
                 breaking.append((ref, value))
             length += len(piece)
             if length > MAX_VALUE_CHARS:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dlbs.errors import LaunchError
-from dlbs.recipes.invocation import Mount, experiment_label
+from dlbs.recipes.parts import Mount, experiment_label
 from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]

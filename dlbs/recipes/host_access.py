@@ -25,7 +25,7 @@ from typing import Any
 from dlbs.errors import DlbsError
 from dlbs.recipes import evaluation, tracing
 from dlbs.recipes.docker_args import DockerArgs, translate
-from dlbs.recipes.invocation import tokens
+from dlbs.recipes.parts import tokens
 from dlbs.recipes.recipe import recipe_for
 from dlbs.util.booleans import truthy
 
@@ -196,7 +196,8 @@ class HostAccessWatch:
                 if found is None:
                     found = self._cache[key] = experiment_host_access(experiment)
                 self._last = (values, found)
-        self.counts.update(("exp.docker_args", text) for text in found)
+        if found:
+            self.counts.update(("exp.docker_args", text) for text in found)
         for name, folder in own_mounts(experiment):
             text = mount_access(folder)
             if text:

@@ -9,30 +9,20 @@ is ever a shell string: argv is a list of tokens from start to finish.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.recipes.docker_args import DockerArgs
-from dlbs.util.records import FrozenRecord
+from dlbs.recipes.parts import Mount as Mount
+from dlbs.recipes.parts import experiment_label as experiment_label
+from dlbs.recipes.parts import tokens as tokens
 
 #: The execution targets a recipe can choose (`dlbs list targets` shows them).
 LOCAL, DOCKER, SLURM = "local", "docker", "slurm"
 #: The container engines (`exp.container_engine`): both are driven through the Docker API.
 DOCKER_ENGINE, PODMAN_ENGINE = "docker", "podman"
-
-
-class Mount(FrozenRecord):
-    """A host folder or file made visible inside a container at `container`."""
-
-    __slots__ = ("host", "container", "read_only")
-
-    def __init__(self, host: str, container: str, read_only: bool = False) -> None:
-        self.host = host
-        self.container = container
-        self.read_only = read_only
 
 
 @dataclass
@@ -129,28 +119,6 @@ class Invocation:
     monitor_frequency: float = 0.0
 
 
-def tokens(value: object, name: str) -> list[str]:
-    """An argument-list parameter (`exp.docker_args`, `runtime.launcher`, ...) as tokens.
-
-    Each item of a list is split as a POSIX shell splits words (quotes respected; nothing is
-    evaluated), so `["--shm-size=1g --ipc=host", "-v '/a b:/data'"]` gives four tokens; a
-    plain string is split the same way; None and "" give no tokens.
-    """
-    if value is None or value == "":
-        return []
-    items = value if isinstance(value, list | tuple) else [value]
-    result: list[str] = []
-    for item in items:
-        if not isinstance(item, str):
-            item = str(item)
-        try:
-            result.extend(shlex.split(item))
-        except ValueError as error:
-            raise LaunchError(f"{name}: cannot split {item!r} into arguments: {error}",
-                              hint="close the quote, or escape it") from error
-    return result
-
-
 def render_env_value(value: object) -> str:
     """An environment value as text: booleans as `true`/`false`, never Python's `True`."""
     if isinstance(value, bool):
@@ -168,11 +136,6 @@ def experiment_env(experiment: Mapping[str, Any]) -> dict[str, str]:
         if key.startswith(prefix) and len(key) > len(prefix):
             env[key[len(prefix):]] = render_env_value(value)
     return env
-
-
-def experiment_label(experiment: Mapping[str, Any]) -> str:
-    """A short name of an experiment for messages: its id, else its log file."""
-    return str(experiment.get("exp.id") or experiment.get("exp.log_file") or "<experiment>")
 
 
 def requested_gpus(experiment: Mapping[str, Any]) -> list[str]:

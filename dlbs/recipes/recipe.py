@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from dlbs.errors import LaunchError
 from dlbs.recipes import evaluation, tracing
-from dlbs.recipes.invocation import Mount, tokens
+from dlbs.recipes.parts import Mount, tokens
 from dlbs.util.booleans import truthy
 
 Experiment = Mapping[str, Any]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dlbs.errors import LaunchError
-from dlbs.recipes.invocation import Mount, experiment_label
+from dlbs.recipes.parts import Mount, experiment_label
 
 LEVEL, BATCHES, FILE = "exp.trace_level", "exp.trace_batches", "exp.trace_file"
 NO_TRACE = "none"

@@ -29,13 +29,15 @@ from typing import Any
 
 SCHEMES = ("postgresql://", "postgres://")
 RESULTS_DB = "runtime.results_db"
+# The patterns are compiled when first used (`re` keeps them): most processes never meet a
+# database URL, and compiling them cost every command about 2 million instructions.
 # Any scheme spelling, for texts: a message about a mistyped URL must not show it either.
-_SCHEME = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
+_SCHEME = r"(?i)postgres(?:ql)?://"
 # Where a URL ends inside a text (a message quotes it, or a blank follows it).
-_TEXT_END = re.compile(r"[\s'\"<>]")
+_TEXT_END = r"[\s'\"<>]"
 # A libpq host list: host[:port][,host[:port]...], a host an IPv6 literal in brackets.
-_HOSTS = re.compile(r"(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?"
-                    r"(?:,(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?)*")
+_HOSTS = (r"(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?"
+          r"(?:,(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?)*")
 _PASSWORD_KEY = "password"
 
 
@@ -46,7 +48,7 @@ def is_database_url(value: object) -> bool:
 
 def without_password(url: str) -> str:
     """`url` without its password (see the module); any other text is returned as it is."""
-    match = _SCHEME.match(url)
+    match = re.match(_SCHEME, url)
     if match is None:
         return url
     return url[:match.end()] + _stripped(url[match.end():])
@@ -54,7 +56,7 @@ def without_password(url: str) -> str:
 
 def passwords(url: str) -> list[str]:
     """The password texts of `url` as written and as libpq decodes them (none: [])."""
-    match = _SCHEME.match(url)
+    match = re.match(_SCHEME, url)
     if match is None:
         return []
     found = []
@@ -83,10 +85,10 @@ def mask_text(text: str) -> str:
         return text
     pieces = []
     done = 0
-    for match in _SCHEME.finditer(text):
+    for match in re.finditer(_SCHEME, text):
         if match.start() < done:
             continue
-        end = _TEXT_END.search(text, match.end())
+        end = re.compile(_TEXT_END).search(text, match.end())
         stop = end.start() if end else len(text)
         pieces.append(text[done:match.end()])
         pieces.append(_stripped(text[match.end():stop]))
@@ -145,7 +147,7 @@ def _parts(rest: str) -> tuple[int | None, int | None]:
     at = rest.find("@")
     if at >= 0:
         slash = rest.find("/")
-        if not (0 <= slash < at and _HOSTS.fullmatch(rest[:slash])):
+        if not (0 <= slash < at and re.fullmatch(_HOSTS, rest[:slash])):
             # libpq's user part ends at the first `@`; a raw `@` of a password puts more
             # before the host's `/`: up to the last of them.
             after = rest.find("/", at)
