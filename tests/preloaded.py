@@ -209,3 +209,6 @@ def _comparable(env: dict[str, str]) -> dict[str, str]:
 #: The PyTorch backend's tests: what every run of it imports.
 TORCH = PreloadedPython(["numpy", "torch", "torchvision", "torch._dynamo",
                          "torch.utils.flop_counter", "torchvision.ops", "PIL.Image"])
+#: The MXNet backend's (MXNet stops and restarts its engine around a fork, for its
+#: DataLoader's workers: the server has run nothing).
+MXNET = PreloadedPython(["numpy", "mxnet", "PIL.Image"])

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.results.protocol import parse_lines, parse_log
-from tests.preloaded import TORCH
+from tests.preloaded import MXNET, TORCH
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
+PRELOADED = {"pytorch": TORCH, "mxnet": MXNET}
 BACKENDS = {name: PYTHON_DIR / f"{name}_benchmarks" / "benchmarks.py"
             for name in ("dummy", "pytorch", "mxnet")}
 
@@ -43,10 +44,12 @@ def backend_env() -> dict[str, str]:
 def run_backend(framework: str, *args: str, timeout: float = 300) -> Run:
     """Run a backend's benchmarks.py with `args`; parse what it printed.
 
-    PyTorch's is forked from an interpreter that has imported torch (tests/preloaded.py).
+    PyTorch's and MXNet's are forked from an interpreter that has imported the framework
+    (tests/preloaded.py).
     """
-    if framework == "pytorch":
-        done = TORCH.run([str(BACKENDS[framework]), *args], backend_env(), timeout=timeout)
+    if framework in PRELOADED:
+        done = PRELOADED[framework].run([str(BACKENDS[framework]), *args], backend_env(),
+                                        timeout=timeout)
     else:
         done = subprocess.run([sys.executable, str(BACKENDS[framework]), *args],
                               capture_output=True, text=True, timeout=timeout,

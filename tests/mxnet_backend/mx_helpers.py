@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlbs.results.protocol import ProtocolParser
+from tests.preloaded import MXNET
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
@@ -74,7 +75,15 @@ def write_record_file(path: Path, count: int, size: tuple[int, int]) -> list[flo
 
 def run_process(argv: list[str], timeout: float = 240,
                 env: dict[str, str] | None = None) -> BackendRun:
-    """Run `argv` with the backend's environment (plus `env`); return its output and values."""
-    done = subprocess.run(argv, env={**backend_env(), **(env or {})}, capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
+    """Run `argv` with the backend's environment (plus `env`); return its output and values.
+
+    `python benchmarks.py ...` is forked from an interpreter that has imported MXNet
+    (tests/preloaded.py); launchers and other commands start as they are.
+    """
+    full_env = {**backend_env(), **(env or {})}
+    if argv[:2] == [sys.executable, str(BENCHMARKS)]:
+        done = MXNET.run(argv[1:], full_env, cwd=REPO, timeout=timeout)
+    else:
+        done = subprocess.run(argv, env=full_env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
     return BackendRun(done.returncode, done.stdout, done.stderr, parse_protocol(done.stdout))
