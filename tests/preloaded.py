@@ -1,9 +1,10 @@
-"""Run a Python script as its own process, forked from an interpreter that imported torch.
+"""Run a Python script as its own process, forked from an interpreter that imported a framework.
 
 The backends' tests start a hundred-odd PyTorch backend processes. Each fresh interpreter
 spends about 4 CPU-s importing torch, torchvision and torch's compiler stack (the optimizer
 and the FLOP counter import `torch._dynamo`) before the few hundred milliseconds of the run
-itself; on the 2-core test machine that was a fifth of the suite's CPU time.
+itself, and about 2 CPU-s importing MXNet; on the 2-core test machine that was a fifth of the
+suite's CPU time.
 `PreloadedPython` keeps one server process per pytest worker that imports those modules once,
 then forks a child for each run, as PyTorch's DataLoader forks its workers. The child is a
 process of its own (its exit status, signals, stdout and stderr as a subprocess's); it runs
@@ -11,9 +12,11 @@ the script as `python script.py args` would: `__main__`, `sys.argv`, the script'
 on `sys.path`, the requested environment and working directory, and the exit status of
 `sys.exit`, an uncaught exception or a signal. It differs from a fresh interpreter in what is
 already imported, so tests of start-up (which modules a run imports, a signal during the
-imports) start their own interpreter, and a run whose environment differs from the server's
-(other than the test's name) gets a fresh interpreter too: libraries read some variables
-when they load (OpenMP its thread count). `DLBS_TEST_PRELOAD=0` gives every run a fresh interpreter.
+imports) start their own interpreter. `run` forks scripts only: a command line that starts
+with an interpreter option (`-m` a launcher, `-c`) gets a fresh interpreter, as does a run whose
+environment differs from the server's (other than the test's name): libraries read some
+variables when they load (OpenMP its thread count). `DLBS_TEST_PRELOAD=0` gives every run a
+fresh interpreter.
 """
 
 from __future__ import annotations
@@ -135,11 +138,10 @@ class PreloadedPython:
             timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         """`subprocess.run([sys.executable, *argv], capture_output=True, text=True, ...)`.
 
-        `argv[0]` is the script. A server is started at the first call, with its `env`.
+        Forked when `argv[0]` is a script and `env` the server's (the server is started at the
+        first such run, with its `env`); else run by a fresh interpreter.
         """
-        if self.server is None and os.environ.get("DLBS_TEST_PRELOAD", "1") != "0":
-            self._start(env)
-        if self.server is None or _comparable(env) != _comparable(self.env or {}):
+        if not self._forks(argv, env):
             return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
                                   timeout=timeout, env=env, cwd=cwd)
         if cwd is not None and not os.path.isdir(cwd):  # as subprocess.run raises it
@@ -149,7 +151,7 @@ class PreloadedPython:
             request = {"argv": [str(a) for a in argv], "env": env,
                        "cwd": os.fspath(cwd or os.getcwd()), "stdout": str(out),
                        "stderr": str(err)}
-            assert self.server.stdin is not None
+            assert self.server is not None and self.server.stdin is not None
             self.server.stdin.write(json.dumps(request).encode() + b"\n")
             self.server.stdin.flush()
             pid = int(self._reply(None))
@@ -164,6 +166,14 @@ class PreloadedPython:
             return subprocess.CompletedProcess([sys.executable, *argv], status,
                                                out.read_text(errors="replace"),
                                                err.read_text(errors="replace"))
+
+    def _forks(self, argv: list[str], env: dict[str, str]) -> bool:
+        if not argv or str(argv[0]).startswith("-") or \
+                os.environ.get("DLBS_TEST_PRELOAD", "1") == "0":
+            return False
+        if self.server is None:
+            self._start(env)
+        return _comparable(env) == _comparable(self.env or {})
 
     def close(self) -> None:
         if self.server is not None:

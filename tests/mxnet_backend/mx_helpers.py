@@ -77,11 +77,11 @@ def run_process(argv: list[str], timeout: float = 240,
                 env: dict[str, str] | None = None) -> BackendRun:
     """Run `argv` with the backend's environment (plus `env`); return its output and values.
 
-    `python benchmarks.py ...` is forked from an interpreter that has imported MXNet
-    (tests/preloaded.py); launchers and other commands start as they are.
+    A Python script is forked from an interpreter that has imported MXNet
+    (tests/preloaded.py); launchers (`-m`) and other commands start as they are.
     """
     full_env = {**backend_env(), **(env or {})}
-    if argv[:2] == [sys.executable, str(BENCHMARKS)]:
+    if argv[:1] == [sys.executable]:
         done = MXNET.run(argv[1:], full_env, cwd=REPO, timeout=timeout)
     else:
         done = subprocess.run(argv, env=full_env, capture_output=True, text=True,

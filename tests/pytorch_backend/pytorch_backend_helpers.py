@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,12 +60,8 @@ def run_backend(*args: str, launcher: list[str] | None = None, timeout: float = 
     Without a launcher the process is forked from an interpreter that has imported torch
     (tests/preloaded.py): the run, not torch's import, is what these tests are about.
     """
-    if launcher:
-        proc = subprocess.run([sys.executable, *launcher, str(BACKEND), *args],
-                              capture_output=True, text=True, timeout=timeout,
-                              env=backend_env(), cwd=ROOT)
-    else:
-        proc = TORCH.run([str(BACKEND), *args], backend_env(), cwd=ROOT, timeout=timeout)
+    proc = TORCH.run([*(launcher or []), str(BACKEND), *args], backend_env(), cwd=ROOT,
+                     timeout=timeout)
     values, counts = parse_keys(proc.stdout)
     return BackendRun(proc.returncode, proc.stdout, proc.stderr, values, counts)
 

@@ -91,3 +91,10 @@ def test_another_environment_gets_a_fresh_interpreter(preloaded, script, tmp_pat
     other = preloaded.run([str(script), "ok"], dict(env, OMP_NUM_THREADS="3"), cwd=tmp_path,
                           timeout=60)
     assert "sqlite3 False" in other.stdout  # not forked from the server that imported it
+
+
+def test_a_command_line_of_interpreter_options_gets_a_fresh_interpreter(preloaded, tmp_path):
+    # `-m` (a launcher such as torchrun) and `-c` name no script to run in the forked child.
+    shown = "import sys; print(sys.argv[0], 'sqlite3' in sys.modules)"
+    run = preloaded.run(["-c", shown], environment(), cwd=tmp_path, timeout=60)
+    assert (run.returncode, run.stdout) == (0, "-c False\n")
