@@ -16,12 +16,16 @@ float32, with Llama 3.1's "llama3" frequency scaling where the flavour publishes
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .objectives import vocab_cross_entropy
+from .registry import SequenceSpec, register_model
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,9 @@ class Transformer(nn.Module):
         self.rope_cos, self.rope_sin = self._rope_tables(self.rope_cos.device)
         nn.init.normal_(self.tok_embeddings.weight, std=0.02)
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
-        for block in self.layers:
+        # The blocks wherever a wrapper (checkpointing, torch.compile) has put them.
+        for block in (module for module in self.modules()
+                      if isinstance(module, TransformerBlock)):
             for linear in (block.attention.wq, block.attention.wk, block.attention.wv,
                            block.feed_forward.w1, block.feed_forward.w3):
                 nn.init.normal_(linear.weight, std=0.02)
@@ -293,6 +299,34 @@ class Transformer(nn.Module):
             h = block(h, cos, sin)
         return self.norm(h)
 
+    def head_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy of the final hidden states (objectives.py)."""
+        return vocab_cross_entropy(hidden, self.output.weight, labels)
+
+    def loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The training loss of ``tokens`` [B, T] against ``labels`` [B, T]."""
+        return self.head_loss(self.hidden_states(tokens), labels)
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] of ``tokens`` [B, T] (long) at positions 0..T-1."""
         return self.output(self.hidden_states(tokens))
+
+
+_TITLES = {"llama3_debug": "Llama 3 debug", "llama3_1b": "Llama 3.2 1B",
+           "llama3_3b": "Llama 3.2 3B", "llama3_8b": "Llama 3.1 8B",
+           "llama3_70b": "Llama 3.1 70B"}
+
+
+def _register(model_id: str, config: LlamaConfig) -> None:
+    # Sequence 8192 by default: Llama 3's pretraining context, torchtitan's training default.
+    sequence = SequenceSpec(
+        objective="causal_lm", vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
+        default_seq_len=min(config.max_seq_len, 8192 if config.dim > 64 else 128),
+        flops_per_token=functools.partial(training_flops_per_token, config),
+        num_params=num_params(config))
+    register_model(model_id, title=_TITLES[model_id], input_shape=(sequence.default_seq_len,),
+                   num_classes=config.vocab_size, sequence=sequence)(lambda: Transformer(config))
+
+
+for _model_id, _config in FLAVORS.items():
+    _register(_model_id, _config)

@@ -2,6 +2,12 @@
 
 A builder takes the class count as a keyword, ``num_classes`` (then ``--num_classes`` can
 change it), or takes nothing (a model of the registered class count only).
+
+A transformer over token ids registers a ``SequenceSpec`` too; its module then offers what
+the backend's sequence training uses (docs/transformers.md): ``layers`` (the blocks: the
+units of per-block compilation, sharding and checkpointing), ``hidden_states(tokens)``,
+``head_loss(hidden, targets)``, ``loss(tokens, targets)`` and ``init_weights()`` (the
+backend builds it on the meta device and initialises it where it runs).
 """
 
 from __future__ import annotations
@@ -21,6 +27,24 @@ from ..errors import UserError
 
 
 @dataclass(frozen=True)
+class SequenceSpec:
+    """What the backend needs of a transformer over token ids besides its module."""
+
+    #: "causal_lm" (next-token targets [B, T]) or "masked_lm" (BERT's masked positions,
+    #: their ids and next-sentence labels).
+    objective: str
+    vocab_size: int
+    #: The context the model was published with; a longer exp.seq_len is refused.
+    max_seq_len: int
+    #: The sequence length when none is given.
+    default_seq_len: int
+    #: Training FLOPs per token at a sequence length (forward: a third of it).
+    flops_per_token: Callable[[int], float]
+    #: The parameter count (the published one: tested).
+    num_params: int
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """What the runner needs to know about a model id, besides how to build it."""
 
@@ -31,6 +55,8 @@ class ModelSpec:
     input_shape: tuple[int, ...]
     num_classes: int
     builder: Callable[..., nn.Module]
+    #: A transformer over token ids; None for the other models.
+    sequence: SequenceSpec | None = None
 
     @property
     def is_image_model(self) -> bool:
@@ -73,19 +99,22 @@ class UnknownModelError(UserError):
 
 
 def register_model(
-    model_id: str, *, title: str, input_shape: tuple[int, ...], num_classes: int
+    model_id: str, *, title: str, input_shape: tuple[int, ...], num_classes: int,
+    sequence: SequenceSpec | None = None,
 ) -> Callable[[Callable[[], nn.Module]], Callable[[], nn.Module]]:
     """Register a builder under ``model_id``; a duplicate id raises.
 
     ``num_classes`` is the model's class count; a builder that takes a ``num_classes``
     keyword is called with it (or with ``--num_classes``), one that takes no argument builds
-    that many classes itself.
+    that many classes itself. A transformer over token ids gives its ``sequence`` spec
+    (its vocabulary as ``num_classes``, its default sequence as ``input_shape``).
     """
 
     def decorator(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if model_id in _REGISTRY:
             raise ValueError(f"model id {model_id!r} is registered twice")
-        _REGISTRY[model_id] = ModelSpec(model_id, title, tuple(input_shape), num_classes, build)
+        _REGISTRY[model_id] = ModelSpec(model_id, title, tuple(input_shape), num_classes, build,
+                                        sequence)
         return build
 
     return decorator
