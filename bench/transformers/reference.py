@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
@@ -37,6 +38,22 @@ from pytorch_benchmarks.models import bert, gpt2, llama  # noqa: E402  (the mode
 
 FAMILIES = {"llama3": (llama, llama.Transformer), "gpt2": (gpt2, gpt2.GPT2),
             "bert": (bert, bert.Bert)}
+
+
+class Objective(nn.Module):
+    """The model and its loss as one module.
+
+    FSDP2's root: its forward gathers the weights no block holds (embeddings, final norm,
+    heads) for both.
+    """
+
+    def __init__(self, model: nn.Module, loss) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = loss
+
+    def forward(self, tokens: torch.Tensor, targets) -> torch.Tensor:
+        return self.loss(self.model, tokens, targets)
 
 
 def parse_args() -> argparse.Namespace:
@@ -77,20 +94,6 @@ def main() -> int:
     if args.compile:
         for index, block in enumerate(model.layers):
             model.layers.register_module(str(index), torch.compile(block, fullgraph=True))
-    if world > 1:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
-        for index, block in enumerate(model.layers):
-            fully_shard(block, mp_policy=policy,
-                        reshard_after_forward=index < len(model.layers) - 1)
-        fully_shard(model, mp_policy=policy)
-    torch.manual_seed(0)
-    model.to_empty(device=device)
-    model.init_weights()
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
-                                  weight_decay=0.1, fused=True)
 
     generator = torch.Generator().manual_seed(rank)
     tokens = torch.randint(0, config.vocab_size, (args.batch, args.seq_len + 1),
@@ -104,26 +107,42 @@ def main() -> int:
                    torch.randint(0, 2, (args.batch,), generator=generator).to(device))
         head = torch.compile(model.head_loss) if args.compile else model.head_loss
 
-        def loss_of() -> torch.Tensor:
-            return head(model.hidden_states(inputs), targets)
+        def loss(net: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
+            return head(net.hidden_states(x), target)
     else:
-        labels = tokens[:, 1:].contiguous().to(device)
+        targets = tokens[:, 1:].contiguous().to(device)
 
         def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits.flatten(0, 1).float(), target.flatten())
 
         loss_fn = torch.compile(cross_entropy) if args.compile else cross_entropy
 
-        def loss_of() -> torch.Tensor:
-            return loss_fn(model(inputs), labels)
+        def loss(net: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
+            return loss_fn(net(x), target)
+
+    objective = Objective(model, loss)
+    if world > 1:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
+        for index, block in enumerate(model.layers):
+            fully_shard(block, mp_policy=policy,
+                        reshard_after_forward=index < len(model.layers) - 1)
+        fully_shard(objective, mp_policy=policy)
+    torch.manual_seed(0)
+    objective.to_empty(device=device)
+    model.init_weights()
+    objective.train()
+    optimizer = torch.optim.AdamW(objective.parameters(), lr=args.lr, betas=(0.9, 0.95),
+                                  weight_decay=0.1, fused=True)
 
     autocast = torch.autocast(device.type, dtype=dtype) if world == 1 and \
         dtype != torch.float32 else contextlib.nullcontext()
 
     def train_step() -> None:
         with autocast:
-            loss = loss_of()
-        loss.backward()
+            value = objective(inputs, targets)
+        value.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 

@@ -12,15 +12,15 @@ Q, K and V are one fused projection (the same weights as three; one matmul).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .layers import FusedSelfAttention, check_context, init_by_name
 from .objectives import masked_predictions, vocab_cross_entropy
-from .registry import SequenceSpec, register_model
+from .registry import register_sequence_models
 
 
 @dataclass(frozen=True)
@@ -88,31 +88,13 @@ def training_flops_per_token(config: BertConfig, seq_len: int) -> float:
     return float(6 * blocks + attention) + per_sequence / seq_len
 
 
-class SelfAttention(nn.Module):
-    """Bidirectional multi-head attention with a fused QKV projection."""
-
-    def __init__(self, config: BertConfig) -> None:
-        super().__init__()
-        self.n_heads = config.n_heads
-        self.dropout = config.dropout
-        self.qkv = nn.Linear(config.dim, 3 * config.dim)
-        self.out = nn.Linear(config.dim, config.dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, dim = x.shape
-        q, k, v = self.qkv(x).view(batch, seq_len, 3, self.n_heads, -1).unbind(2)
-        y = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-            dropout_p=self.dropout if self.training else 0.0)
-        return self.out(y.transpose(1, 2).reshape(batch, seq_len, dim))
-
-
 class EncoderBlock(nn.Module):
     """Attention and feed-forward, each followed by dropout, the residual and a LayerNorm."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.attention = SelfAttention(config)
+        self.attention = FusedSelfAttention(config.dim, config.n_heads, config.dropout,
+                                            causal=False)
         self.attention_norm = nn.LayerNorm(config.dim, eps=config.norm_eps)
         self.up = nn.Linear(config.dim, config.ffn_dim)
         self.down = nn.Linear(config.ffn_dim, config.dim)
@@ -144,24 +126,15 @@ class Bert(nn.Module):
         if not self.tok_embeddings.weight.is_meta:
             self.init_weights()
 
-    @torch.no_grad()
     def init_weights(self) -> None:
         """BERT's: truncated normal std 0.02, zero biases, unit LayerNorm weights."""
-        for name, parameter in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(parameter)
-            elif "norm" in name:
-                nn.init.ones_(parameter)
-            else:
-                nn.init.trunc_normal_(parameter, std=0.02, a=-0.04, b=0.04)
+        init_by_name(self, 0.02, truncated=True)
 
     def hidden_states(self, tokens: torch.Tensor,
                       token_types: torch.Tensor | None = None) -> torch.Tensor:
         """The last block's output [B, T, dim] (segment 0 where ``token_types`` is None)."""
         seq_len = tokens.shape[1]
-        if seq_len > self.config.max_seq_len:
-            raise ValueError(f"sequence of {seq_len} tokens is longer than the model's "
-                             f"context, {self.config.max_seq_len}")
+        check_context(seq_len, self.config.max_seq_len)
         positions = torch.arange(seq_len, device=tokens.device)
         types = self.type_embeddings.weight[0] if token_types is None else \
             self.type_embeddings(token_types)
@@ -199,14 +172,6 @@ class Bert(nn.Module):
                         self.mlm_bias)
 
 
-def _register(model_id: str, config: BertConfig) -> None:
-    sequence = SequenceSpec(
-        objective="masked_lm", vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
-        default_seq_len=128, flops_per_token=functools.partial(training_flops_per_token, config),
-        num_params=num_params(config))
-    register_model(model_id, title=_TITLES[model_id], input_shape=(sequence.default_seq_len,),
-                   num_classes=config.vocab_size, sequence=sequence)(lambda: Bert(config))
-
-
-for _model_id, _config in FLAVORS.items():
-    _register(_model_id, _config)
+register_sequence_models(FLAVORS, _TITLES, Bert, "masked_lm",
+                         default_seq_len=lambda config: 128,
+                         flops_per_token=training_flops_per_token, num_params=num_params)

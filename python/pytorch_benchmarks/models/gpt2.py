@@ -10,7 +10,6 @@ unpadded as published). Trained as a causal language model; FLOPs as for Llama
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -18,8 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .layers import FusedSelfAttention, check_context, init_by_name
 from .objectives import vocab_cross_entropy
-from .registry import SequenceSpec, register_model
+from .registry import register_sequence_models
 
 
 @dataclass(frozen=True)
@@ -67,40 +67,21 @@ def training_flops_per_token(config: GPT2Config, seq_len: int) -> float:
     return float(6 * num_params(config, include_embedding=False) + attention)
 
 
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal attention with a fused QKV projection."""
-
-    def __init__(self, config: GPT2Config) -> None:
-        super().__init__()
-        self.n_heads = config.n_heads
-        self.dropout = config.dropout
-        self.qkv = nn.Linear(config.dim, 3 * config.dim)
-        self.proj = nn.Linear(config.dim, config.dim)
-        self.proj_dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, seq_len, dim = x.shape
-        q, k, v = self.qkv(x).view(batch, seq_len, 3, self.n_heads, -1).unbind(2)
-        y = F.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-            dropout_p=self.dropout if self.training else 0.0)
-        return self.proj_dropout(self.proj(y.transpose(1, 2).reshape(batch, seq_len, dim)))
-
-
 class Block(nn.Module):
     """Pre-LayerNorm attention and MLP, each with a residual connection."""
 
     def __init__(self, config: GPT2Config) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(config.dim, eps=config.norm_eps)
-        self.attention = CausalSelfAttention(config)
+        self.attention = FusedSelfAttention(config.dim, config.n_heads, config.dropout,
+                                            causal=True)
         self.norm2 = nn.LayerNorm(config.dim, eps=config.norm_eps)
         self.fc = nn.Linear(config.dim, 4 * config.dim)
         self.proj = nn.Linear(4 * config.dim, config.dim)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.norm1(x))
+        x = x + self.dropout(self.attention(self.norm1(x)))
         mlp = self.proj(F.gelu(self.fc(self.norm2(x)), approximate="tanh"))
         return x + self.dropout(mlp)
 
@@ -119,25 +100,14 @@ class GPT2(nn.Module):
         if not self.tok_embeddings.weight.is_meta:
             self.init_weights()
 
-    @torch.no_grad()
     def init_weights(self) -> None:
         """GPT-2's: normal std 0.02, residual projections 0.02 / sqrt(2 L), zero biases."""
-        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
-        for name, parameter in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(parameter)
-            elif "norm" in name:
-                nn.init.ones_(parameter)
-            else:
-                nn.init.normal_(parameter, std=residual_std if name.endswith("proj.weight")
-                                else 0.02)
+        init_by_name(self, 0.02, residual_std=0.02 / math.sqrt(2 * self.config.n_layers))
 
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """The final LayerNorm's output [B, T, dim]."""
         seq_len = tokens.shape[1]
-        if seq_len > self.config.max_seq_len:
-            raise ValueError(f"sequence of {seq_len} tokens is longer than the model's "
-                             f"context, {self.config.max_seq_len}")
+        check_context(seq_len, self.config.max_seq_len)
         positions = torch.arange(seq_len, device=tokens.device)
         h = self.dropout(self.tok_embeddings(tokens) + self.pos_embeddings(positions))
         for block in self.layers:
@@ -157,15 +127,7 @@ class GPT2(nn.Module):
         return F.linear(self.hidden_states(tokens), self.tok_embeddings.weight)
 
 
-def _register(model_id: str, config: GPT2Config) -> None:
-    sequence = SequenceSpec(
-        objective="causal_lm", vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
-        default_seq_len=min(config.max_seq_len, 1024 if config.dim > 64 else 128),
-        flops_per_token=functools.partial(training_flops_per_token, config),
-        num_params=num_params(config))
-    register_model(model_id, title=_TITLES[model_id], input_shape=(sequence.default_seq_len,),
-                   num_classes=config.vocab_size, sequence=sequence)(lambda: GPT2(config))
-
-
-for _model_id, _config in FLAVORS.items():
-    _register(_model_id, _config)
+register_sequence_models(
+    FLAVORS, _TITLES, GPT2, "causal_lm",
+    default_seq_len=lambda config: min(config.max_seq_len, 1024 if config.dim > 64 else 128),
+    flops_per_token=training_flops_per_token, num_params=num_params)

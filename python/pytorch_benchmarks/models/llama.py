@@ -16,7 +16,6 @@ float32, with Llama 3.1's "llama3" frequency scaling where the flavour publishes
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -24,8 +23,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .layers import check_context
 from .objectives import vocab_cross_entropy
-from .registry import SequenceSpec, register_model
+from .registry import register_sequence_models
 
 
 @dataclass(frozen=True)
@@ -290,9 +290,7 @@ class Transformer(nn.Module):
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """The final norm's output [B, T, dim] at positions 0..T-1 (the loss projects it)."""
         seq_len = tokens.shape[1]
-        if seq_len > self.config.max_seq_len:
-            raise ValueError(f"sequence of {seq_len} tokens is longer than the model's "
-                             f"context, {self.config.max_seq_len}")
+        check_context(seq_len, self.config.max_seq_len)
         cos, sin = self.rope_cos[None, :seq_len], self.rope_sin[None, :seq_len]
         h = self.tok_embeddings(tokens)
         for block in self.layers:
@@ -317,16 +315,8 @@ _TITLES = {"llama3_debug": "Llama 3 debug", "llama3_1b": "Llama 3.2 1B",
            "llama3_70b": "Llama 3.1 70B"}
 
 
-def _register(model_id: str, config: LlamaConfig) -> None:
-    # Sequence 8192 by default: Llama 3's pretraining context, torchtitan's training default.
-    sequence = SequenceSpec(
-        objective="causal_lm", vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
-        default_seq_len=min(config.max_seq_len, 8192 if config.dim > 64 else 128),
-        flops_per_token=functools.partial(training_flops_per_token, config),
-        num_params=num_params(config))
-    register_model(model_id, title=_TITLES[model_id], input_shape=(sequence.default_seq_len,),
-                   num_classes=config.vocab_size, sequence=sequence)(lambda: Transformer(config))
-
-
-for _model_id, _config in FLAVORS.items():
-    _register(_model_id, _config)
+# Sequence 8192 by default: Llama 3's pretraining context, torchtitan's training default.
+register_sequence_models(
+    FLAVORS, _TITLES, Transformer, "causal_lm",
+    default_seq_len=lambda config: min(config.max_seq_len, 8192 if config.dim > 64 else 128),
+    flops_per_token=training_flops_per_token, num_params=num_params)

@@ -13,12 +13,14 @@ backend builds it on the meta device and initialises it where it runs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch.nn as nn
 from benchmark_common.extra_models import import_model_file
@@ -118,6 +120,26 @@ def register_model(
         return build
 
     return decorator
+
+
+def register_sequence_models(flavors: Mapping[str, Any], titles: Mapping[str, str],
+                             build: Callable[[Any], nn.Module], objective: str,
+                             default_seq_len: Callable[[Any], int],
+                             flops_per_token: Callable[[Any, int], float],
+                             num_params: Callable[[Any], int]) -> None:
+    """Register each flavour of a transformer family: its config's model and SequenceSpec.
+
+    ``default_seq_len``, ``flops_per_token`` and ``num_params`` take the flavour's config.
+    """
+    for model_id, config in flavors.items():
+        sequence = SequenceSpec(
+            objective=objective, vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
+            default_seq_len=default_seq_len(config),
+            flops_per_token=functools.partial(flops_per_token, config),
+            num_params=num_params(config))
+        register_model(model_id, title=titles[model_id], input_shape=(sequence.default_seq_len,),
+                       num_classes=config.vocab_size, sequence=sequence)(
+            functools.partial(build, config))
 
 
 def _load_builtin_models() -> None:
