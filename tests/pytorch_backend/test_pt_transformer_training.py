@@ -59,6 +59,7 @@ def test_inference_of_a_transformer(backend):
     check_sequence_results(run.values, "gpt2_debug", 128, replicas=1, training=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "parallel"), [("llama3_debug", "fsdp"),
                                                  ("bert_debug", "ddp")])
 def test_two_processes_shard_with_fsdp2_or_replicate_with_ddp(backend, model, parallel):

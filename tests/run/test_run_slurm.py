@@ -127,6 +127,7 @@ def test_two_node_pytorch_job(run_dlbs, tmp_path, slurm_cluster):
 
 
 @pytest.mark.pytorch
+@pytest.mark.slow
 def test_two_node_transformer_job_shards_with_fsdp2(run_dlbs, tmp_path, slurm_cluster):
     # A tiny decoder over the two nodes: torchrun's rendezvous, gloo, FSDP2 across them.
     result = run_dlbs("run", "-P", "exp.scheduler=slurm", "-P", "exp.num_nodes=2",

@@ -21,6 +21,7 @@ FAST = ["-P", "exp.num_batches=2", "-P", "exp.num_warmup_batches=1",
         "-P", "pytorch.num_threads=1"]
 
 
+@pytest.mark.slow
 def test_each_family_trains_in_one_sweep_and_reports_tokens(run_dlbs, tmp_path):
     result = run_dlbs("run", *FAST, "-V", 'exp.model=["llama3_debug","gpt2_debug","bert_debug"]',
                       timeout=300)
