@@ -32,6 +32,7 @@ TITLES = {
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica batch", "exp.effective_batch": "effective batch",
     EXP_ID: "exp.id", "exp.scenario": "scenario", "exp.weights": "weights",
+    "exp.seq_len": "sequence",
 }
 # Field names in CSV and JSON records (programs read these; the others keep their key).
 FIELDS = {
@@ -40,8 +41,9 @@ FIELDS = {
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica_batch", "exp.effective_batch": "effective_batch",
     EXP_ID: "exp_id", "exp.scenario": "scenario", "exp.weights": "weights",
+    "exp.seq_len": "seq_len",
 }
-NUMERIC = frozenset(SIZES)
+NUMERIC = frozenset((*SIZES, "exp.seq_len"))
 # refine() numbers groups through a table of this many entries at most (else it sorts).
 _DENSE_LIMIT = 1 << 23
 

@@ -256,9 +256,10 @@ class Recorder:
         attempt.store.record_end(attempt.exp_id, attempt.number, verdict.status,
                                  status_msg=verdict.message, results=verdict.results,
                                  environment=environment)
-        if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
-            oom_limits.record_oom(attempt.store, policy.oom_key(experiment),
-                                  experiment["exp.replica_batch"], exp_id=attempt.exp_id)
+        size = policy.replica_size(experiment)
+        if verdict.out_of_memory and size is not None:
+            oom_limits.record_oom(attempt.store, policy.oom_key(experiment), size,
+                                  exp_id=attempt.exp_id)
         self.summary.add(verdict.status)
         if verdict.status != "ok":
             self.summary.failures.append((experiment, verdict.status, verdict.message,

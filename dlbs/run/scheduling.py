@@ -265,7 +265,7 @@ class Driver:
             return policy.oom_key(other) == key and policy.too_large(other, limit)
 
         cancelled = flights.cancel_queued(skipped, lambda flight: (
-            f"replica batch {flight.key.job.experiment.get('exp.replica_batch')} >= {limit}, "
+            f"{policy.describe_size(flight.key.job.experiment)} >= {limit}, "
             f"which ran out of memory (experiment {failed['exp.id']}): its queued job "
             f"{flight.job_id} was cancelled (set exp.ignore_past_errors to try)"))
         if cancelled:

@@ -99,6 +99,24 @@ def test_out_of_memory_is_remembered(run_dlbs, tmp_path):
     assert third.returncode == 0 and statuses(db)[-1] == "ok"
 
 
+def test_out_of_memory_of_a_transformer_counts_tokens_within_its_class(run_dlbs, tmp_path):
+    # Sequences: a replica holds batch x exp.seq_len tokens; exp.oom_class keeps apart what
+    # fits differently (a model sharded over more GPUs).
+    oom = '{"condition": {"exp.seq_len": [256]}, "parameters": {"dummy.fail": "oom"}}'
+    first = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=2",
+                     "-V", "exp.seq_len=[128, 256, 512]", "-E", oom)
+    assert first.returncode == 1
+    db = tmp_path / "logs" / "results.db"
+    assert statuses(db) == ["ok", "failure", "skipped"]
+    assert "replica batch 2 x 512 tokens (1024) >= 512, which ran out of memory" in \
+        attempts(db)[2][3]
+    second = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=1", "-V", "exp.seq_len=[384, 768]")
+    assert statuses(db)[-2:] == ["ok", "skipped"], second.stderr
+    other_class = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=1", "-P", "exp.seq_len=768",
+                           "-P", "exp.oom_class=sharded over 4")
+    assert other_class.returncode == 0 and statuses(db)[-1] == "ok"
+
+
 def test_status_parameter_and_dry_run(run_dlbs, tmp_path):
     spec = [*DUMMY, "-V", 'exp.model=["a", "b", "c"]',
             "-E", '{"condition": {"exp.model": "b"}, "parameters": {"exp.status": "disabled"}}',

@@ -126,6 +126,26 @@ def test_two_node_pytorch_job(run_dlbs, tmp_path, slurm_cluster):
     assert "torch.distributed.run" in (tmp_path / "logs" / (log.name + ".sbatch")).read_text()
 
 
+@pytest.mark.pytorch
+@pytest.mark.slow
+def test_two_node_transformer_job_shards_with_fsdp2(run_dlbs, tmp_path, slurm_cluster):
+    # A tiny decoder over the two nodes: torchrun's rendezvous, gloo, FSDP2 across them.
+    result = run_dlbs("run", "-P", "exp.scheduler=slurm", "-P", "exp.num_nodes=2",
+                      "-P", "exp.model=llama3_debug", "-P", "exp.num_batches=2",
+                      "-P", "exp.num_warmup_batches=1", "-P", "pytorch.num_threads=1",
+                      timeout=400)
+    assert result.returncode == 0, result.stderr
+    (log,) = (tmp_path / "logs").glob("*.log")
+    text = log.read_text()
+    values = parse_log(log).values
+    assert values["exp.num_replicas"] == 2 and values["pytorch.data_parallel"] == "fsdp"
+    assert values["results.status"] == "ok"
+    assert values["results.tokens_per_second"] == pytest.approx(
+        values["results.throughput"] * 128)
+    assert text.count("data_parallel=fsdp") == 2  # each node's rank built its shard
+    assert text.count("__results.tokens_per_second__") == 1
+
+
 def _job_id(db) -> str | None:
     try:
         with sqlite3.connect(db) as conn:

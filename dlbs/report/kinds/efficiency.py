@@ -21,5 +21,6 @@ class Efficiency(Regular):
 
 
 KIND = Efficiency("efficiency", "Efficiency report",
-                  lead_keys=("exp.model", "exp.replica_batch", "exp.effective_batch"),
+                  lead_keys=("exp.model", "exp.seq_len", "exp.replica_batch",
+                             "exp.effective_batch"),
                   default_metrics=EFFICIENCY_COLUMNS, chart="efficiency")
