@@ -240,6 +240,9 @@ class Sampler:
             raise RuntimeError("this monitor was started already")
         self._workload = workload
         self._open_counters()
+        if self.marks_only and self._gpu_query is None and self._rapl is None:
+            self._marks = None  # no counter to read at the marks: `energy_unavailable` says why
+            self._stop.set()
         if self._marks is not None:
             self._marks.start()
         self._started_at = time.monotonic()
@@ -360,10 +363,12 @@ class Sampler:
         while True:
             wait = next_at - time.monotonic()
             if self._marks is not None:
-                wait = min(wait, MARK_POLL)
-            elif ended:
-                return
-            if self._stop.wait(max(0.0, wait)):
+                # A plain sleep: half the CPU of an Event's timed wait per look (the looks
+                # are most of what the energy at the marks costs), a stop seen within one.
+                time.sleep(max(0.0, min(wait, MARK_POLL)))
+                if self._stop.is_set():
+                    return
+            elif ended or self._stop.wait(max(0.0, wait)):
                 return
             if self._marks is not None and self._marks.poll():
                 if not self._sample(at_mark=True):

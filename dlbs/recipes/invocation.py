@@ -99,7 +99,8 @@ class Invocation:
     targets turn them into `CUDA_VISIBLE_DEVICES` or container device requests. `nodes` and
     `tasks_per_node` say how many copies a scheduler starts. `target` names the execution
     target; `container` and `batch` are its requests (None when it needs none).
-    `monitor_frequency` is the resource monitor's period in seconds (0: off).
+    `monitor_frequency` is the resource monitor's period in seconds (0: off);
+    `monitor_energy` says to read the energy counters at the backend's marks even then.
     """
 
     argv: list[str]
@@ -117,6 +118,7 @@ class Invocation:
     #: The experiment's first log (`exp.log_file`); a target is told each attempt's own.
     log_file: str = ""
     monitor_frequency: float = 0.0
+    monitor_energy: bool = False
 
 
 def render_env_value(value: object) -> str:

@@ -20,8 +20,8 @@ Keys (docs/efficiency.md says what each includes):
   sampling period);
 - `results.energy_warnings`: why a number may be off (the interval placed without the
   backend's marks, a counter that disagrees with the power integral by more than 10 %);
-- `results.energy_unavailable`: why there are none of these (with a monitor; without one
-  there are no energy keys at all).
+- `results.energy_unavailable`: why there are none of these (with a monitor, which reads the
+  counters at the marks by default; without one there are no energy keys at all).
 """
 
 from __future__ import annotations
@@ -157,7 +157,9 @@ class _Node:
         self.warnings: list[str] = []
         times = series.get("time")
         if not isinstance(times, list) or not times:
-            self.reason = "the monitor took no sample"
+            reason = series.get(MONITOR_REASON)
+            self.reason = reason if isinstance(reason, str) and reason else \
+                "the monitor took no sample"
             return
         power = series.get("gpu_power")
         integral = None
@@ -216,7 +218,10 @@ def summarize(results: Mapping[str, Any], started_at: str | None,
               throughput: Any) -> dict[str, Any]:
     """The energy keys of one attempt (see the module's table); {} without a monitor."""
     if not isinstance(results.get(usage.TIME_SERIES), list):
-        return {}
+        # No sample (none kept): the monitor may still have said why it had no counter.
+        reason = results.get(usage.PREFIX + MONITOR_REASON)
+        return {"results.energy_unavailable": reason} if isinstance(reason, str) and reason \
+            else {}
     interval = usage.timed_interval(results, started_at)
     if interval is None:
         return {"results.energy_unavailable": "the timed interval cannot be placed on the "

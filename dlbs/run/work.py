@@ -65,13 +65,17 @@ def job_timeout(job: Job) -> float | None:
 
 
 def _monitor(job: Job, log_path: str) -> Any:
-    """A resource monitor when `monitor.frequency` > 0 and the target runs here.
+    """The resource monitor of an attempt the target runs here, or None.
 
-    It follows the attempt's log for the backend's marks of its timed interval.
+    It samples every `monitor.frequency` seconds; at 0, with `monitor.energy` (the default),
+    it only reads the energy counters at the backend's marks. Either way it follows the
+    attempt's log for the marks of the timed interval.
     """
     frequency = job.invocation.monitor_frequency
-    if frequency <= 0 or not isinstance(job.target, ProcessTarget):
+    if not isinstance(job.target, ProcessTarget):
+        return None
+    if frequency <= 0 and not job.invocation.monitor_energy:
         return None
     from dlbs.monitor import ResourceMonitor
 
-    return ResourceMonitor(frequency, job.invocation.gpus, log=log_path)
+    return ResourceMonitor(max(frequency, 0.0), job.invocation.gpus, log=log_path)

@@ -14,6 +14,7 @@ from datetime import datetime
 import pytest
 
 from dlbs.results.protocol import parse_log
+from dlbs.results.store import open_store
 from tests.run.conftest import attempts
 
 pytestmark = pytest.mark.slurm
@@ -40,6 +41,14 @@ def test_dummy_sweep_as_one_job_array(run_dlbs, tmp_path, slurm_cluster):
     assert sorted(row[0].split("_")[1] for row in rows) == ["0", "1"]
     assert len({row[0].split("_")[0] for row in rows}) == 1
     assert all(json.loads(row[1])["node"] in ("node1", "node2") for row in rows)
+    # The node monitor read the energy at the marks by default (monitor.energy), or said
+    # why it could not: no readable RAPL on the nodes of the test cluster.
+    with open_store(str(tmp_path / "logs" / "results.db"), create=False) as store:
+        for attempt in store.attempts():
+            summary = attempt.summary
+            assert summary.get("results.energy_source") == "rapl counter" or \
+                summary["results.energy_unavailable"].startswith(("no RAPL counters",
+                                                                  "RAPL counters not"))
 
 
 def test_different_requests_go_as_separate_jobs(run_dlbs, tmp_path, slurm_cluster):

@@ -108,7 +108,7 @@ def test_script_requests_the_cluster_workflow(target):
     # The prologue runs as written, before the benchmark and before `set -u`.
     assert lines.index("module load python/3.11") < lines.index("set -u") < \
         next(i for i, line in enumerate(lines) if line.startswith("srun "))
-    assert "dlbs_frequency=0.5 dlbs_gpus=0,1" in "\n".join(lines)
+    assert "dlbs_frequency=0.5 dlbs_energy=1 dlbs_gpus=0,1" in "\n".join(lines)
 
 
 def test_gres_with_gpus_per_node_is_refused(target):

@@ -61,9 +61,10 @@ COMMANDS = ("sbatch", "scontrol", "scancel", "squeue")
 
 #: What each task runs (`sh -c`, the command as "$@"): its ranks from SLURM's per-task
 #: variables and the node monitor's tag; on a node's first task, the node monitor in the
-#: background (when python3 is there). Without sampling it ends by itself once it wrote the
-#: node's environment; with sampling it is stopped with SIGTERM once the benchmark has ended
-#: and the monitor is ready for it (its file exists: its signal handlers are in place).
+#: background (when python3 is there). Without sampling or the energy at the marks it ends
+#: by itself once it wrote the node's environment; with either it is stopped with SIGTERM
+#: once the benchmark has ended and the monitor is ready for it (its file exists: its signal
+#: handlers are in place).
 TASK_SCRIPT = (
     'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
     'NODE_RANK="$SLURM_NODEID" PET_NODE_RANK="$SLURM_NODEID" '
@@ -72,10 +73,12 @@ TASK_SCRIPT = (
     'if [ "$SLURM_LOCALID" = 0 ] && command -v python3 >/dev/null 2>&1; then '
     f'{TAG_VARIABLE}= python3 "$dlbs_node_monitor" --out "$dlbs_node_file" '
     f'--node "$SLURMD_NODENAME" --tag "${TAG_VARIABLE}" '
-    '--frequency "$dlbs_frequency" --gpus "$dlbs_gpus" --log "$dlbs_log" & dlbs_monitor=$!; '
+    '--frequency "$dlbs_frequency" --energy "$dlbs_energy" --gpus "$dlbs_gpus" '
+    '--log "$dlbs_log" & dlbs_monitor=$!; '
     'fi; '
     '"$@"; dlbs_status=$?; '
-    'if [ -n "${dlbs_monitor:-}" ] && [ "$dlbs_frequency" != 0 ]; then dlbs_i=0; '
+    'if [ -n "${dlbs_monitor:-}" ] && { [ "$dlbs_frequency" != 0 ] || '
+    '[ "$dlbs_energy" = 1 ]; }; then dlbs_i=0; '
     'while [ ! -e "$dlbs_node_file" ] && [ $dlbs_i -lt 200 ] && kill -0 "$dlbs_monitor" '
     '2>/dev/null; do sleep 0.05; dlbs_i=$((dlbs_i + 1)); done; '
     'kill -TERM "$dlbs_monitor" 2>/dev/null; fi; '
@@ -253,6 +256,7 @@ class SlurmTarget(SchedulerTarget):
                 "log": os.path.abspath(log_path),
                 "workdir": os.path.abspath(invocation.workdir or os.getcwd()),
                 "frequency": f"{invocation.monitor_frequency:g}",
+                "energy": "1" if invocation.monitor_energy else "0",
                 "gpus": ",".join(invocation.gpus)}
 
     def script(self, invocation: Invocation, log_path: str, script_path: str,
