@@ -36,13 +36,19 @@ def _background(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 
 
 def _rows(db: Path) -> list[tuple]:
-    """(exp_id, attempt, status, job_id) of every attempt; [] while there is no database."""
+    """(exp_id, attempt, status, job_id) of every attempt; [] while there is no database.
+
+    The job id as SLURM gives it: the column also holds the submission's name after it
+    (`<job id> dlbs-<experiment>-<token>`), or is a pending submission's mark.
+    """
     try:
         with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT exp_id, attempt, status, job_id FROM attempts "
+            rows = conn.execute("SELECT exp_id, attempt, status, job_id FROM attempts "
                                 "ORDER BY started_at").fetchall()
     except sqlite3.Error:
         return []
+    return [(*row[:3], row[3] if not row[3] or row[3].startswith("pending:")
+             else row[3].split(" ")[0]) for row in rows]
 
 
 def _wait_until(condition, what: str, limit: float = 120) -> None:
