@@ -64,6 +64,8 @@ class BatchRequest:
     Experiments whose requests are equal (`shape()`) can share one job array. `prologue`
     holds shell lines the job runs before the benchmark (`slurm.prologue`): the one place
     where a user's text reaches a shell. Zero and empty values are not requested.
+    `queue_timeout` is not asked of the scheduler: the seconds dlbs lets the job wait in the
+    queue before it cancels it (0: no limit); it is not part of the shape either.
     """
 
     nodes: int = 1
@@ -79,6 +81,7 @@ class BatchRequest:
     qos: str = ""
     exclusive: bool = False
     prologue: list[str] = field(default_factory=list)
+    queue_timeout: float = 0.0
 
     def shape(self) -> tuple[Any, ...]:
         """Everything the request says, hashable: equal shapes can share one job array."""

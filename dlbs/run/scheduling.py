@@ -19,6 +19,7 @@ the sweep (`Driver.lost_store`).
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from dlbs.run.outcome import CANCELLED, INTERRUPTED, Outcome
 from dlbs.run.pool import ProcessPool
 from dlbs.run.recording import Attempt, Experiment, Recorder
 from dlbs.run.targets import SchedulerTarget, SubmitLimit, Target
-from dlbs.run.work import attempt_work, job_timeout
+from dlbs.run.work import attempt_work, job_timeout, queue_timeout
 
 NOT_SUBMITTED = "the sweep stopped before this experiment's job was submitted"
 
@@ -78,8 +79,10 @@ class Driver:
     def drive(self, pending: Pending, reattached: list[tuple[Attempt, str]]) -> None:
         """Start experiments as room allows and finish each as it ends, until all are done."""
         for attempt, job_id in reattached:
-            self._flights(attempt.job.target).add(attempt, job_id, job_timeout(attempt.job),
-                                                  submitted=False)
+            self._flights(attempt.job.target).add(
+                attempt, job_id, job_timeout(attempt.job), submitted=False,
+                queue_timeout=queue_timeout(attempt.job),
+                queued_for=time.time() - attempt.started_epoch)
         try:
             while ((pending and self.lost_store is None) or self.pool.running
                    or self._in_flight()):
@@ -215,7 +218,8 @@ class Driver:
             flights.accepted()
             for attempt, job_id in zip(group, job_ids):
                 self._recorded(self.recorder.job_id, attempt, marks.submitted(job_id, name))
-                flights.add(attempt, job_id, job_timeout(attempt.job))
+                flights.add(attempt, job_id, job_timeout(attempt.job),
+                            queue_timeout=queue_timeout(attempt.job))
         return refused
 
     def _submit_group(self, group: list[Attempt], target: SchedulerTarget

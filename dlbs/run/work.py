@@ -64,6 +64,12 @@ def job_timeout(job: Job) -> float | None:
         return None
 
 
+def queue_timeout(job: Job) -> float | None:
+    """The seconds a scheduler's job may wait in its queue (its request's); None: no limit."""
+    batch = job.invocation.batch
+    return batch.queue_timeout if batch is not None and batch.queue_timeout > 0 else None
+
+
 def _monitor(job: Job, log_path: str) -> Any:
     """The resource monitor of an attempt the target runs here, or None.
 
