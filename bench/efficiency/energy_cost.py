@@ -182,6 +182,12 @@ def markdown(args: argparse.Namespace, alone: dict[str, Any], rows: list[dict[st
                      f"{len(cost['on'])} and {len(cost['off'])} runs: "
                      f"{cost['change'] * 100:+.2f} % (spread of the runs: on "
                      f"{cost['spread_on'] * 100:.2f} %, off {cost['spread_off'] * 100:.2f} %).")
+    read = [row for row in rows if row["energy_read"] and row["energy_source"]]
+    if not read:
+        why = next((row["energy_unavailable"] for row in rows if row["energy_unavailable"]),
+                   "none stored")
+        lines.append(f"No energy counter was read here ({why}): with the read on, the monitor "
+                     "had nothing to do, and the runs differ by noise alone.")
     lines += [f"- problem: {text}" for text in problems]
     return "\n".join(lines) + "\n"
 
