@@ -8,7 +8,6 @@ known), RAPL a folder laid out as /sys/class/powercap is, with counters the test
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import math
 import os
 import subprocess
@@ -27,18 +26,6 @@ DATA = Path(__file__).resolve().parent / "data"
 FAKE_NVIDIA_SMI = str(DATA / "nvidia-smi")
 SLEEPER = "import time; time.sleep(30)"
 WATTS = {"0": 400.0, "1": 300.0}  # the fake's default
-
-
-@pytest.fixture
-def fake_nvml(monkeypatch, tmp_path):
-    """The stand-in pynvml as a module of its own (its knobs cleared, its calls logged)."""
-    for name in ("FAKE_NVML_GPUS", "FAKE_NVML_NO_ENERGY", "FAKE_NVML_INIT_ERROR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("FAKE_NVML_CALLS", str(tmp_path / "nvml-calls"))
-    spec = importlib.util.spec_from_file_location("fake_pynvml", DATA / "fake_nvml" / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def sample(spawn, seconds: float = 0.5, frequency: float = 0.05, **options):

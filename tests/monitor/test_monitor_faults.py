@@ -23,13 +23,7 @@ from dlbs.monitor.nvml import open_nvml
 from dlbs.monitor.rapl import open_rapl
 from dlbs.monitor.sampling import ENERGY_GAPS, MAX_GPU_FAILURES, STOP_LIMIT
 from dlbs.results import energy
-from tests.monitor.test_monitor_energy import (
-    SLEEPER,
-    fake_nvml,  # noqa: F401 - a fixture
-    powercap,
-    run_marking,
-    set_energy,
-)
+from tests.monitor.test_monitor_energy import SLEEPER, powercap, run_marking, set_energy
 
 ENERGY_READ = "nvmlDeviceGetTotalEnergyConsumption"
 
@@ -82,7 +76,7 @@ def test_a_call_hands_back_any_exception_and_value():
 
 # -- NVML that hangs ----------------------------------------------------------------------
 @pytest.mark.parametrize("hung", ["nvmlInit", "nvmlDeviceGetHandleByIndex"])
-def test_nvml_that_hangs_while_starting_is_given_up(fake_nvml, monkeypatch, hung):  # noqa: F811
+def test_nvml_that_hangs_while_starting_is_given_up(fake_nvml, monkeypatch, hung):
     monkeypatch.setenv("FAKE_NVML_HANG", hung)
     began = time.monotonic()
     gpus, reason = open_nvml(("0",), fake_nvml, timeout=0.3)
@@ -92,7 +86,7 @@ def test_nvml_that_hangs_while_starting_is_given_up(fake_nvml, monkeypatch, hung
 
 @pytest.mark.parametrize("hung", [ENERGY_READ, "nvmlDeviceGetUtilizationRates",
                                   "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPowerUsage"])
-def test_a_reading_that_never_returns_never_holds_up_the_stop(spawn, fake_nvml,  # noqa: F811
+def test_a_reading_that_never_returns_never_holds_up_the_stop(spawn, fake_nvml,
                                                               monkeypatch, hung):
     process = spawn(SLEEPER)
     monitor = ResourceMonitor(0.05, gpus=["0", "1"], nvml=fake_nvml, query_timeout=0.3)
@@ -108,7 +102,7 @@ def test_a_reading_that_never_returns_never_holds_up_the_stop(spawn, fake_nvml, 
     assert any(value != value for value in series["gpu_power"])  # NaN: no reading
 
 
-def test_a_hung_read_at_the_last_mark_is_bounded(tmp_path, fake_nvml, monkeypatch):  # noqa: F811
+def test_a_hung_read_at_the_last_mark_is_bounded(tmp_path, fake_nvml, monkeypatch):
     # The monitor is stopped right after the end mark, which only the stop's last look
     # sees: that read hangs, and the stop still returns within its bound.
     monitor = run_marking(tmp_path, 0.3, 0.2, gpus=["0"], nvml=fake_nvml)
@@ -117,7 +111,7 @@ def test_a_hung_read_at_the_last_mark_is_bounded(tmp_path, fake_nvml, monkeypatc
     assert len(series["time"]) in (1, 2)
 
 
-def test_a_hung_shutdown_does_not_hold_up_the_stop(spawn, fake_nvml, monkeypatch):  # noqa: F811
+def test_a_hung_shutdown_does_not_hold_up_the_stop(spawn, fake_nvml, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_HANG", "nvmlShutdown")
     process = spawn(SLEEPER)
     monitor = ResourceMonitor(0.05, gpus=["0"], nvml=fake_nvml)
@@ -130,7 +124,7 @@ def test_a_hung_shutdown_does_not_hold_up_the_stop(spawn, fake_nvml, monkeypatch
 # -- NVML that raises what it should not --------------------------------------------------
 @pytest.mark.parametrize("exception", ["TypeError", "AttributeError", "UnicodeDecodeError",
                                        "OSError", "KeyError"])
-def test_an_exception_that_is_not_nvmls_is_a_warning(spawn, fake_nvml, monkeypatch,  # noqa: F811
+def test_an_exception_that_is_not_nvmls_is_a_warning(spawn, fake_nvml, monkeypatch,
                                                      exception):
     process = spawn(SLEEPER)
     monitor = ResourceMonitor(0.05, gpus=["0"], nvml=fake_nvml)
@@ -151,7 +145,7 @@ def test_an_exception_that_is_not_nvmls_is_a_warning(spawn, fake_nvml, monkeypat
     assert series["gpu_power"][-1] != series["gpu_power"][-1]
 
 
-def test_an_exception_while_starting_nvml_leaves_nvidia_smi(fake_nvml, monkeypatch):  # noqa: F811
+def test_an_exception_while_starting_nvml_leaves_nvidia_smi(fake_nvml, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_RAISE", "nvmlInit:AttributeError")
     gpus, reason = open_nvml(("0",), fake_nvml)
     assert gpus is None and reason == "NVML: nvmlInit broke"
@@ -227,7 +221,7 @@ def test_a_rapl_reset_in_the_series_is_a_gap(spawn, tmp_path):
     assert any(w.startswith("the RAPL counter intel-rapl:0 ") for w in monitor.warnings)
 
 
-def test_an_nvml_counter_going_back_is_a_gap_never_negative(spawn, fake_nvml,  # noqa: F811
+def test_an_nvml_counter_going_back_is_a_gap_never_negative(spawn, fake_nvml,
                                                              monkeypatch):
     process = spawn(SLEEPER)
     monitor = ResourceMonitor(0.05, gpus=["0", "1"], nvml=fake_nvml)
