@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dlbs.errors import ResultsError
 from dlbs.report.document import Report
 from dlbs.report.keys import title
+from dlbs.report.kinds.efficiency import ENERGY_COLUMNS, missing_reasons
 from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
 from dlbs.report.options import Options
 from dlbs.report.render import key_text
@@ -313,8 +314,15 @@ def efficiency_figure(report: Report, heading: str | None = None) -> Figure:
         if isinstance(power, float) and isinstance(speed, float) and power > 0:
             points.append((_label(report, shown), power, speed))
     if not points:
-        raise ResultsError("nothing to plot: no ok experiment has an average power",
-                           hint="run with monitor.frequency > 0 (docs/efficiency.md)")
+        cells = report.table_cells
+        reasons = [] if cells is None else missing_reasons(cells, ENERGY_COLUMNS)
+        said = "; ".join(f"{reason} ({len(members)} experiment(s))"
+                         for reason, members in reasons)
+        raise ResultsError("nothing to plot: no ok experiment has an average power"
+                           + (f": {said}" if said else ""),
+                           hint="dlbs reads the energy counters at the backend's timed marks "
+                                "(monitor.energy, on by default: NVML on GPUs, RAPL on CPUs); "
+                                "see docs/efficiency.md")
     figure, (axes,) = _figure()
     for label, power, speed in points:
         axes.plot([power], [speed], marker="o", linestyle="none", label=label)
