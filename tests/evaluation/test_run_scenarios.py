@@ -90,7 +90,8 @@ def test_streams_default_to_two_for_offline_and_max_qps_on_a_gpu_and_one_elsewhe
     assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=max_qps") == 2
     assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=accuracy",
                    "exp.data_dir=/data/val") == 2
-    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=server") == 1
+    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=server",
+                   "exp.target_qps=100") == 1
     assert streams("exp.framework=pytorch", "exp.scenario=max_qps") == 1
     assert streams("exp.framework=pytorch") == 1
     assert streams("exp.framework=mxnet", "exp.gpus=0") == 1
