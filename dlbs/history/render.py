@@ -6,8 +6,6 @@ point is one attempt's value, never an average).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -18,6 +16,7 @@ from dlbs.history.series import History
 from dlbs.report.keys import title
 from dlbs.report.metrics import metric
 from dlbs.report.select import as_text
+from dlbs.results.output import rows_to_csv
 from dlbs.util import exact_json
 
 FORMATS = ("text", "csv", "json")
@@ -86,15 +85,13 @@ def text(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def points_csv(history: History) -> str:
     """Every point, one line each: the configuration's keys, exp.id, tag, end, the value."""
-    stream = io.StringIO()
-    writer = csv.writer(stream, lineterminator="\n")
-    writer.writerow([*history.keys, "exp.id", "runtime.run_tag", "ended_at", history.metric])
-    for series in history.series:
-        for exp_id, tag, ended, value in zip(series.exp_ids, series.tags, series.ended,
-                                             series.values):
-            writer.writerow([*(as_text(v) for v in series.shown), exp_id, as_text(tag),
-                             when(ended), repr(float(value))])
-    return stream.getvalue()
+    return rows_to_csv(
+        [*history.keys, "exp.id", "runtime.run_tag", "ended_at", history.metric],
+        ([*(as_text(v) for v in series.shown), exp_id, as_text(tag), when(ended),
+          float(value)]
+         for series in history.series
+         for exp_id, tag, ended, value in zip(series.exp_ids, series.tags, series.ended,
+                                              series.values)))
 
 
 def as_json(history: History, verdicts: Sequence[Verdict] | None = None) -> str:

@@ -24,7 +24,8 @@ from dlbs.report.metrics import CellValues
 from dlbs.report.numbers import significant, significant_all
 from dlbs.report.scaling import SCALE
 from dlbs.report.select import as_text
-from dlbs.results.output import csv_cell, csv_field, to_json
+from dlbs.results.output import csv_cell, csv_field, csv_quoted, to_json
+from dlbs.util.spreadsheet import csv_text
 
 FORMATS = ("text", "markdown", "csv", "json")
 REPORT_FORMAT = "dlbs-report"
@@ -34,8 +35,6 @@ REPORT_FORMAT_VERSION = 3
 
 MISSING = "-"
 NOTES_TITLE = "notes"
-# What makes the csv module quote a field (its default dialect, QUOTE_MINIMAL).
-_CSV_SPECIAL = (",", '"', "\r", "\n")
 
 
 def render(report: Report, fmt: str) -> str:
@@ -257,7 +256,7 @@ def render_csv(report: Report) -> str:
     lists and objects as JSON, None as an empty field.
     """
     columns = [_csv_part(part) for part in report.table_parts()]
-    lines = [",".join(_csv_quoted(name) for name in report.fields())]
+    lines = [",".join(csv_quoted(csv_text(name)) for name in report.fields())]
     lines.extend(map(",".join, zip(*columns)))
     return "\n".join(lines) + "\n"
 
@@ -278,10 +277,10 @@ def _csv_part(part: TablePart) -> list[str]:
 
 def _csv_text(value: Any) -> str:
     if isinstance(value, str):
-        return _csv_quoted(csv_field(value))
+        return csv_quoted(csv_field(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _csv_quoted(str(value))
-    return _csv_quoted(csv_cell(value))
+        return csv_quoted(str(value))
+    return csv_quoted(csv_cell(value))
 
 
 def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
@@ -295,12 +294,6 @@ def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
             if cell in values.others:
                 texts[position] = _csv_text(values.others[cell])
     return texts
-
-
-def _csv_quoted(text: str) -> str:
-    if any(special in text for special in _CSV_SPECIAL):
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def report_document(report: Report) -> dict[str, Any]:

@@ -149,3 +149,30 @@ def http_get(base: str, path: str) -> tuple[int, dict[str, str], str]:
         return response.status, dict(response.getheaders()), response.read().decode()
     finally:
         connection.close()
+
+
+# -- history: one attempt per configuration and run ----------------------------------------
+
+def nightly_attempt(model: str, day: int, median: float, *, batch: int = 32,
+                    host: str = "ci", tag: str | None = None, status: str = "ok",
+                    attempt: int | None = None, samples: int = 5, gpu: str = "H100",
+                    year_month: str = "2026-02", exp_id: str | None = None,
+                    framework: str = "pytorch") -> Any:
+    """An attempt of (`model`, `batch`) run on `day` under tag nightly-DD on `host`.
+
+    `median` fills its per-batch times; `status` other than ok records no times. Its
+    attempt number is `day` unless given.
+    """
+    from dlbs.results.store import Attempt
+
+    tag = tag if tag is not None else f"nightly-{day:02d}"
+    params = {"exp.model": model, "exp.framework": framework, "exp.device_type": "gpu",
+              "exp.num_gpus": 1, "exp.replica_batch": batch, "exp.effective_batch": batch,
+              "runtime.run_tag": tag}
+    results = {"results.time_data": [median] * samples} if status == "ok" else {}
+    return Attempt(exp_id or f"id-{model}-{batch}", attempt or day, status,
+                   None if status == "ok" else f"it {status}", params, results, None,
+                   {"gpu_model": gpu, "host": host}, None,
+                   f"{year_month}-{day:02d}T01:00:00.000+00:00",
+                   f"{year_month}-{day:02d}T01:10:00.000+00:00",
+                   run_tag=tag, run_host=host, run_folder="/ci/logs")
