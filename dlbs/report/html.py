@@ -9,7 +9,6 @@ as markup.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +34,6 @@ ENVIRONMENT_FIELDS = (
     ("cuda_driver_version", "CUDA (driver)"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"),
     ("os", "OS"), ("python", "Python"), ("dlbs_version", "dlbs"),
 )
-_XML_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
 
 
 def render_html(report: Report) -> str:
@@ -103,14 +101,9 @@ def _charts(report: Report) -> list[tuple[str, str]]:
 
 def _svg(figure: Any, index: int) -> str:
     """The figure as an inline <svg> element: no XML prologue, ids unique to the chart."""
-    import io
+    from dlbs.report.plot import inline_svg
 
-    import matplotlib
-
-    buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": f"dlbs-chart-{index}", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return _XML_PROLOGUE.sub(b"", buffer.getvalue()).decode("utf-8")
+    return inline_svg(figure, f"dlbs-chart-{index}")
 
 
 def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:

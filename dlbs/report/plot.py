@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -103,14 +104,35 @@ def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
     return pivot_figure(report, request)
 
 
-def save(figure: Figure, fmt: str) -> bytes:
-    """The figure as PNG or SVG bytes."""
+def save(figure: Figure, fmt: str, svg_salt: str | None = None) -> bytes:
+    """The figure as PNG or SVG bytes; with `svg_salt`, SVG for a page (text kept text).
+
+    Every label is text: a `$` in a model's name or a run tag is drawn as written, never
+    parsed as mathtext (`$x^{$` would end the drawing in a parse error).
+    """
+    import matplotlib
+    from matplotlib.text import Text
+
     if fmt not in FORMATS:
         raise ResultsError(f"charts are written as .png or .svg, not .{fmt}")
+    settings: dict[str, Any] = {"text.parse_math": False}
+    if svg_salt is not None:
+        settings.update({"svg.hashsalt": svg_salt, "svg.fonttype": "none"})
+    for text in figure.findobj(Text):   # made before: the setting holds for those drawn now
+        text.set_parse_math(False)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight",
-                   metadata={"Date": None} if fmt == "svg" else None)
+    with matplotlib.rc_context(settings):
+        figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight",
+                       metadata={"Date": None} if fmt == "svg" else None)
     return buffer.getvalue()
+
+
+_XML_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
+
+
+def inline_svg(figure: Figure, salt: str) -> str:
+    """The figure as an <svg> element for a page: no XML prologue, ids salted by `salt`."""
+    return _XML_PROLOGUE.sub(b"", save(figure, "svg", salt)).decode("utf-8")
 
 
 def _figure(rows: int = 1, share_x: bool = True) -> tuple[Figure, list[Axes]]:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from dlbs.history.series import Series
 from dlbs.report.metrics import metric as metric_of
 
-_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
-
 
 def inline_svg(figure: Any) -> str:
     """A matplotlib figure as an <svg> element (no XML prologue)."""
-    import matplotlib
+    from dlbs.report.plot import inline_svg as svg_element
 
-    from dlbs.report.plot import save
-
-    with matplotlib.rc_context({"svg.hashsalt": "dlbs-serve", "svg.fonttype": "none"}):
-        return _PROLOGUE.sub(b"", save(figure, "svg")).decode("utf-8")
+    return svg_element(figure, "dlbs-serve")
 
 
 def history_chart(series: Series, metric: str, window_mean: float | None) -> str:
