@@ -148,12 +148,10 @@ def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: 
                       values_of: keys_module.ValuesOf) -> None:
     """Refuse row keys (--by, --rows) that would leave different experiments in one cell."""
     others = [key for key in candidates if key not in row_keys]
-    if not keys_module.undetermined(count, axis + row_keys, others, values_of):
-        return
     # Name the fewest keys that tell the experiments apart, not every one that follows.
-    fixed = axis + row_keys
-    loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
-                               values_of)[len(fixed):]
+    loose = keys_module.loose_keys(count, axis + row_keys, others, rules, values_of)
+    if not loose:
+        return
     described = ", ".join(f"{key} ({keys_module.distinct(values_of(key))} values)"
                           for key in loose)
     raise ResultsError(

@@ -52,12 +52,12 @@ def test_history_csv_keeps_formulas_text(formula_store: Path, dlbs_cli, tmp_path
                       "-o", str(out))
     assert result.returncode == 0, result.stderr
     rows = _read(out)
-    assert rows[0] == ["exp.model", "exp.id", "runtime.run_tag", "ended_at",
+    assert rows[0] == ["exp.model", "exp.id", "runtime.run_tag", "env.host", "ended_at",
                        "results.time_median"]
     assert [row[2] for row in rows[1:]] == ["'" + tag for tag in FORMULAS]
     assert {row[0] for row in rows[1:]} == {"'" + MODEL}
     # The values stay exact numbers.
-    assert [float(row[4]) for row in rows[1:]] == [10.0 + day / 10 for day in range(1, 7)]
+    assert [float(row[5]) for row in rows[1:]] == [10.0 + day / 10 for day in range(1, 7)]
     _assert_no_formula(rows)
 
 
