@@ -49,6 +49,14 @@ FUTURE_SLACK = 3600.0
 OK, STARTED = "ok", "started"
 
 
+class MixedExperiments(ResultsError):
+    """`--by` keys under which one series would join experiments; `by`: the keys that work."""
+
+    def __init__(self, message: str, hint: str, by: Sequence[str]) -> None:
+        super().__init__(message, hint)
+        self.by = list(by)
+
+
 @dataclass(frozen=True)
 class Attempted:
     """One attempt named by what a user reads: its experiment, tag, host and end."""
@@ -316,11 +324,11 @@ def _refuse_mixed(attempts: Attempts, rows: np.ndarray, keys: list[str],
         return
     described = ", ".join(f"{key} ({keys_module.distinct(values_of(key))} values)"
                           for key in loose)
-    raise ResultsError(
+    raise MixedExperiments(
         f"--by {','.join(given)}: one series would join different experiments: "
         f"{described} also vary within a configuration",
-        hint=f"group by them too (--by {','.join([*given, *loose])}), or keep one value "
-             "with --filter KEY=VALUE")
+        f"group by them too (--by {','.join([*given, *loose])}), or keep one value with "
+        "--filter KEY=VALUE", [*given, *loose])
 
 
 def _shown_keys(attempts: Attempts, rows: np.ndarray) -> list[str]:

@@ -110,19 +110,24 @@ def postgres_store_url(url: str | None = None) -> Iterator[str]:
 # -- dlbs serve ------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def serve_in_process(location: str) -> Iterator[str]:
-    """`dlbs serve`'s application on a free localhost port, in this process; its base URL."""
+def serve_in_process(location: str, head_timeout: float | None = None,
+                     **options: Any) -> Iterator[str]:
+    """`dlbs serve`'s application on a free localhost port, in this process; its base URL.
+
+    `options` go to create_app (heavy, waiting); `head_timeout` to the server.
+    """
     import threading
 
     import uvicorn
 
     from dlbs.web import create_app
+    from dlbs.web.server import HEAD_TIMEOUT, config
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(location), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(config(create_app(location, **options), "127.0.0.1", port,
+                                   head_timeout=head_timeout or HEAD_TIMEOUT))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -112,7 +112,8 @@ def test_the_report_page_is_the_reports_engine(served: tuple[str, Path], dlbs_cl
 def test_the_history_page_shows_each_configurations_runs(served: tuple[str, Path]) -> None:
     base, _ = served
     _, _, page = http_get(base, "/history")
-    assert page.count("<td>steady</td>") + page.count("<td>too few</td>") >= 2
+    assert page.count('<td class="steady">steady</td>') + \
+        page.count('<td class="too-few">too few</td>') >= 2
     _, _, chart = http_get(base, "/history/chart?index=0")
     assert "<svg" in chart and ">v1<" in chart and ">v2<" in chart
 
