@@ -103,12 +103,26 @@ def key_text(value: Any) -> str:
 
 
 def header_lines(report: Report) -> list[str]:
-    """The report's title and the constant keys."""
+    """The report's title, the constant keys, and which statistic its times are."""
     lines = [report.heading]
     if report.constants:
         lines.append("All rows: " + ", ".join(f"{title(key)} {key_text(value)}"
                                               for key, value in report.constants) + ".")
+    shown = {item.key for item in report.metrics}
+    said = [text for key, text in STATISTICS if key in shown]
+    if said:
+        lines.append("Values: " + "; ".join(said) + ".")
     return lines
+
+
+#: What a value column is computed from, said above a report that shows it: `dlbs compare`
+#: and `dlbs history` follow the median batch time, a report's batch time is the mean.
+STATISTICS = (
+    ("results.time", "batch time is the mean of each run's timed batches (dlbs compare and "
+                     "dlbs history follow their median, results.time_median)"),
+    ("results.time_median", "median batch time is the median of each run's timed batches"),
+    ("results.throughput", "throughput is the effective batch over the mean batch time"),
+)
 
 
 def layout(report: Report) -> list[Grid]:
@@ -132,7 +146,8 @@ def layout(report: Report) -> list[Grid]:
         headers = key_headers + [item.title for item in report.metrics]
         numeric = key_numeric + [True] * len(report.metrics)
         if any(cell in cells.notes for cell in order.tolist()):
-            columns.append(["; ".join(cells.notes.get(cell, ())) for cell in order.tolist()])
+            shown = _note_marks(report)[0]
+            columns.append([shown.get(cell, "") for cell in order.tolist()])
             headers.append(NOTES_TITLE)
             numeric.append(False)
         return [Grid("", headers, numeric, columns)]
@@ -164,12 +179,49 @@ def _markers(report: Report) -> dict[int, int]:
 
 
 def cell_note_lines(report: Report) -> list[str]:
-    """The notes that markers `[k]` point to, one line each (tables with a column axis)."""
+    """The notes that markers `[k]` point to, one line each.
+
+    A table with a column axis marks each noted cell; one without shows its notes in a
+    column, a long one (LoadGen's reasons, a statistics warning) as its first word and a
+    marker, its text once under the table however many rows it stands beside.
+    """
     cells = report.table_cells
     if cells is None:
         return []
+    if report.column_key is None:
+        return _note_marks(report)[1]
     return [f"[{number}] {where(report, cell, None)}: {'; '.join(cells.notes[cell])}"
             for cell, number in _markers(report).items()]
+
+
+#: A note longer than this is a word and a marker in a notes column (its text below).
+SHORT_NOTE = 40
+
+
+def _note_marks(report: Report) -> tuple[dict[int, str], list[str]]:
+    """Cell -> its notes column's text, and the lines of the long notes (see above)."""
+    cells = report.table_cells
+    assert cells is not None
+    numbers: dict[str, int] = {}
+    shown: dict[int, str] = {}
+    for cell in report.displayed().tolist():
+        found = cells.notes.get(cell)
+        if not found:
+            continue
+        parts = []
+        for text in found:
+            if len(text) <= SHORT_NOTE:
+                parts.append(text)
+                continue
+            number = numbers.setdefault(text, len(numbers) + 1)
+            parts.append(f"{_note_word(text)} [{number}]")
+        shown[cell] = "; ".join(parts)
+    return shown, [f"[{number}] {text}" for text, number in numbers.items()]
+
+
+def _note_word(text: str) -> str:
+    """A note's first words: `INVALID (LoadGen): why` is `INVALID`, `warning: x` `warning`."""
+    return text.split(":", 1)[0].split(" (", 1)[0].strip() or "note"
 
 
 def _key_texts(codes: np.ndarray, table: Any) -> list[str]:

@@ -69,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 def _pages(base: str, database: Path) -> list[str]:
     with open_store(database) as store:
         exp_id = next(a.exp_id for a in store.attempts() if a.params.get("exp.model") == "vgg16")
-    return ["/", "/experiments?tag=v2", "/report", "/report?type=weak&by=exp.model",
+    return ["/", "/experiments?tag=v2", "/report", "/report?by=exp.model",
             "/compare?base=v1&new=v2", "/history", "/history/chart?index=0",
             f"/experiment/{exp_id}"]
 
