@@ -447,3 +447,22 @@ def test_the_pages_render_in_chromium(nightly: str, tmp_path: Path) -> None:
             requested = [e["params"]["request"]["url"] for e in events
                          if e.get("method") == "Network.requestWillBeSent"]
             assert requested == [nightly + path], path
+
+
+# -- 33.8: docs/results.md lists every page and the parameters it reads -----------------------
+
+def test_the_docs_list_every_page_and_its_parameters() -> None:
+    from tests.report.conftest import REPO
+
+    docs = (REPO / "docs" / "results.md").read_text()
+    table = docs[docs.index("| page | shows | query parameters |"):]
+    table = table[:table.index("\n\n")]
+    source = (REPO / "dlbs" / "web" / "app.py").read_text()
+    asked = set(re.findall(r'(?:query|query_params|request\.query_params)\.get(?:list)?\("(\w+)"',
+                           source))
+    asked |= set(re.findall(r'query\["(\w+)"\]', source)) | set(re.findall(
+        r'form\["(\w+)"\]', source)) | {"page"}
+    documented = set(re.findall(r"`(\w+)(?:=[^`]*)?`", table))
+    assert asked <= documented, asked - documented
+    for path in set(re.findall(r'Route\("([^"{]+)', source)):
+        assert f"`{path.rstrip('/') or '/'}" in table, path
