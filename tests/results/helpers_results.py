@@ -181,3 +181,58 @@ def nightly_attempt(model: str, day: int, median: float, *, batch: int = 32,
                    f"{year_month}-{day:02d}T01:00:00.000+00:00",
                    f"{year_month}-{day:02d}T01:10:00.000+00:00",
                    run_tag=tag, run_host=host, run_folder="/ci/logs")
+
+
+def table_cells(page: str, table: str) -> list[list[str]]:
+    """The text of each cell of the table `id="table"` of a page, row by row."""
+    import html
+    import re
+
+    body = page[page.index(f'<table id="{table}">'):]
+    body = body[:body.index("</table>")]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+             for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+#: The colour of a regression, a slower match, a failure on the pages (base.html.j2).
+RED = "rgb(207, 34, 46)"
+
+
+def browse(base: str, pages: dict[str, str], profile: Path,
+           refused: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each page of `pages` (path -> a CSS selector it must have) in headless Chromium.
+
+    The selector's element is there; a `td.regression` or `td.slower` one is red; an `svg`
+    one is drawn (wider than 100 px) and its text is returned; the browser logs no problem
+    (a path in `refused` may answer 400: it says why on the page) and asks for nothing but
+    the page.
+    """
+    from tests.report.cdp import Browser, is_problem
+
+    texts: dict[str, Any] = {}
+    with Browser(profile) as browser:
+        for path, selector in pages.items():
+            browser.events.clear()
+            session = browser.open_page(base + path)
+
+            def evaluate(expression: str, session: str = session) -> Any:
+                reply = browser.send("Runtime.evaluate", session, expression=expression,
+                                     returnByValue=True)
+                return reply["result"].get("value")
+
+            assert evaluate(f"document.querySelectorAll('{selector}').length") >= 1, path
+            if selector.endswith(("td.regression", "td.slower")):
+                assert evaluate(f"getComputedStyle(document.querySelector('{selector}'))"
+                                ".color") == RED, path
+            if selector.endswith("svg"):
+                assert evaluate(f"document.querySelector('{selector}').getBBox().width") > 100
+                texts[path] = evaluate(f"document.querySelector('{selector}').textContent")
+            events = list(browser.events)
+            allowed = "status of 400" if path in refused else None
+            assert [event for event in events if is_problem(event)
+                    and not (allowed and allowed in str(event))] == [], path
+            requested = [e["params"]["request"]["url"] for e in events
+                         if e.get("method") == "Network.requestWillBeSent"]
+            assert requested == [base + path], path
+    return texts

@@ -19,7 +19,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from helpers_results import http_get, nightly_attempt, serve_in_process
+from helpers_results import browse, http_get, nightly_attempt, serve_in_process, table_cells
 
 from dlbs.results.store import Attempt, open_store
 
@@ -49,12 +49,13 @@ def nightly(tmp_path_factory: pytest.TempPathFactory) -> str:
         yield base
 
 
-def _cells(page: str, table: str) -> list[list[str]]:
-    body = page[page.index(f'<table id="{table}">'):]
-    body = body[:body.index("</table>")]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
-             for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
-            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+@pytest.fixture
+def two_nights(tmp_path: Path) -> Path:
+    """A small store: two nights of the four configurations."""
+    database = tmp_path / "results.db"
+    with open_store(database) as store:
+        store.record_attempts(_nightly(days=2))
+    return database
 
 
 # -- History ---------------------------------------------------------------------------------
@@ -63,7 +64,7 @@ def test_the_history_page_shows_the_regression_first_and_says_what_it_groups(
         nightly: str) -> None:
     status, _, page = http_get(nightly, "/history")
     assert status == 200
-    rows = _cells(page, "history")
+    rows = table_cells(page, "history")
     assert rows[0][:2] == ["model", "replica batch"] and "host" in rows[0]
     assert rows[1][:2] == ["vgg16", "16"] and rows[1][-2] == "regression"
     assert '<td class="regression">regression</td>' in page
@@ -89,7 +90,7 @@ def test_a_grouping_that_mixes_experiments_offers_the_way_out(nightly: str) -> N
     assert status == 200 and "1 regression</a>" in fixed
     # Ticked boxes are the same grouping.
     status, _, ticked = http_get(nightly, "/history?by=exp.model&by=exp.replica_batch")
-    assert status == 200 and _cells(ticked, "history") == _cells(fixed, "history")
+    assert status == 200 and table_cells(ticked, "history") == table_cells(fixed, "history")
 
 
 def test_the_chart_shows_the_band_the_judged_run_and_the_hosts(nightly: str) -> None:
@@ -101,7 +102,7 @@ def test_the_chart_shows_the_band_the_judged_run_and_the_hosts(nightly: str) -> 
     for legend in ("host ws1", "host gpu8", "window mean ± 3·std", "judged: regression"):
         assert legend in html.unescape(svg), legend
     assert "Judged: run nightly-14 (experiment id-vgg16-16, host gpu8" in chart
-    points = _cells(chart, "points")
+    points = table_cells(chart, "points")
     assert points[1][0] == "nightly-14" and points[1][-1] == "judged"
     assert points[2][-1] == "in the window" and points[1][1] == "gpu8"
     assert re.fullmatch(r"\d{5}", points[1][4]), points[1]   # 31041, not 31041.23...
@@ -109,7 +110,7 @@ def test_the_chart_shows_the_band_the_judged_run_and_the_hosts(nightly: str) -> 
 
 def test_status_filters_and_bad_options(nightly: str) -> None:
     _, _, page = http_get(nightly, "/history?status=steady")
-    assert [row[-2] for row in _cells(page, "history")[1:]] == ["steady"] * 3
+    assert [row[-2] for row in table_cells(page, "history")[1:]] == ["steady"] * 3
     for query, message in (("z=nan", "--z nan"), ("min_change=nan%25", "--min-change nan%"),
                            ("window=5000", "at most 1000"), ("metric=bogus", "--metric bogus"),
                            ("page=0", "not a page number"), ("status=bogus", "status 'bogus'")):
@@ -127,7 +128,7 @@ def test_compare_picks_the_two_newest_tags_and_colours_the_significant(nightly: 
     assert 'name="base" list="run-tags" value="nightly-13"' in page
     assert 'name="new" list="run-tags" value="nightly-14"' in page
     assert '<option value="nightly-01">' in page
-    rows = _cells(page, "comparison")
+    rows = table_cells(page, "comparison")
     assert rows[0] == ["model", "replica batch", "BASE (ms)", "NEW (ms)", "change", "p-value",
                        "verdict"]
     assert rows[1][:2] == ["vgg16", "16"] and rows[1][-1] == "slower"
@@ -194,10 +195,10 @@ def test_every_table_is_paged(tmp_path: Path) -> None:
         for path, table in (("/", "runs"), ("/experiments", "experiments"),
                             ("/history", "history")):
             _, _, first = http_get(base, path)
-            assert len(_cells(first, table)) == 101, path
+            assert len(table_cells(first, table)) == 101, path
             assert "rows 1–100 of 250" in first and 'rel="next"' in first, path
             _, _, last = http_get(base, path + ("&" if "?" in path else "?") + "page=3")
-            assert len(_cells(last, table)) == 51 and "rows 201–250 of 250" in last, path
+            assert len(table_cells(last, table)) == 51 and "rows 201–250 of 250" in last, path
             _, _, beyond = http_get(base, path + "?page=99")
             assert "rows 201–250 of 250" in beyond, path
         status, _, _ = http_get(base, "/history?filter=" + "x" * 9000)
@@ -318,14 +319,11 @@ def _wait_closed(connection, seconds: float) -> float:
 
 @pytest.mark.parametrize("sent", [b"", b"GET / HTTP/1.1\r\n", b"GET / HTTP/1.1\r\nHost: x\r\n",
                                   b"GE"])
-def test_a_half_sent_request_is_closed_after_the_head_timeout(tmp_path: Path,
+def test_a_half_sent_request_is_closed_after_the_head_timeout(two_nights: Path,
                                                               sent: bytes) -> None:
     import socket
 
-    database = tmp_path / "results.db"
-    with open_store(database) as store:
-        store.record_attempts(_nightly(days=2))
-    with serve_in_process(str(database), head_timeout=1.0) as base:
+    with serve_in_process(str(two_nights), head_timeout=1.0) as base:
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as connection:
             connection.sendall(sent)
@@ -339,14 +337,11 @@ def test_a_half_sent_request_is_closed_after_the_head_timeout(tmp_path: Path,
             assert _wait_closed(connection, 10) < 5
 
 
-def test_a_slow_but_whole_request_is_answered(tmp_path: Path) -> None:
+def test_a_slow_but_whole_request_is_answered(two_nights: Path) -> None:
     import socket
     import time
 
-    database = tmp_path / "results.db"
-    with open_store(database) as store:
-        store.record_attempts(_nightly(days=2))
-    with serve_in_process(str(database), head_timeout=2.0) as base:
+    with serve_in_process(str(two_nights), head_timeout=2.0) as base:
         port = int(base.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as connection:
             for part in (b"GET / HT", b"TP/1.1\r\nHo", b"st: x\r\n", b"\r\n"):
@@ -370,14 +365,12 @@ def test_a_folder_without_a_store_says_what_to_serve(tmp_path: Path, dlbs_cli) -
     assert_one_error_line(result, "holds 2 results databases", "dlbs results copy")
 
 
-def test_a_taken_port_is_one_error_line(tmp_path: Path, dlbs_cli) -> None:
+def test_a_taken_port_is_one_error_line(two_nights: Path, dlbs_cli) -> None:
     import socket
 
     from tests.cli.test_plan_cli import assert_one_error_line
 
-    database = tmp_path / "results.db"
-    with open_store(database) as store:
-        store.record_attempts(_nightly(days=2))
+    database = two_nights
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -416,37 +409,12 @@ def test_the_experiment_page_shows_an_earlier_attempts_trace(tmp_path: Path) -> 
 @pytest.mark.browser
 @pytest.mark.slow
 def test_the_pages_render_in_chromium(nightly: str, tmp_path: Path) -> None:
-    from tests.report.cdp import Browser, is_problem
-
-    pages = {"/history": "#history td.regression",
-             "/history?by=exp.model": "p.fix a",
-             "/history/chart?index=3": "#chart svg",
-             "/compare": "#comparison td.slower",
-             "/compare?base=nightly-13&new=nightly-99": "p.fix a"}
-    with Browser(tmp_path / "profile") as browser:
-        for path, selector in pages.items():
-            browser.events.clear()
-            session = browser.open_page(nightly + path)
-
-            def evaluate(expression: str, session: str = session):
-                reply = browser.send("Runtime.evaluate", session, expression=expression,
-                                     returnByValue=True)
-                return reply["result"].get("value")
-
-            assert evaluate(f"document.querySelectorAll('{selector}').length") >= 1, path
-            if selector.endswith("td.regression") or selector.endswith("td.slower"):
-                colour = evaluate(f"getComputedStyle(document.querySelector('{selector}'))"
-                                  ".color")
-                assert colour == "rgb(207, 34, 46)", (path, colour)
-            if "svg" in selector:
-                assert evaluate(f"document.querySelector('{selector}').getBBox().width") > 100
-            events = list(browser.events)
-            refused = "status of 400" if selector == "p.fix a" else None   # said on the page
-            assert [event for event in events if is_problem(event) and not (
-                refused and refused in str(event))] == [], path
-            requested = [e["params"]["request"]["url"] for e in events
-                         if e.get("method") == "Network.requestWillBeSent"]
-            assert requested == [nightly + path], path
+    refused = ("/history?by=exp.model", "/compare?base=nightly-13&new=nightly-99")
+    drawn = browse(nightly, {"/history": "#history td.regression", refused[0]: "p.fix a",
+                             "/history/chart?index=3": "#chart svg",
+                             "/compare": "#comparison td.slower", refused[1]: "p.fix a"},
+                   tmp_path / "profile", refused)
+    assert "judged: regression" in drawn["/history/chart?index=3"]
 
 
 # -- 33.8: docs/results.md lists every page and the parameters it reads -----------------------

@@ -28,12 +28,10 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers_results import http_get, postgres_url, serve_in_process
+from helpers_results import browse, http_get, postgres_url, serve_in_process, table_cells
 
-from tests.report.cdp import Browser, is_problem
 from tests.report.conftest import REPO
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser, pytest.mark.slow]
@@ -85,14 +83,6 @@ def _slow_backend(folder: Path) -> Path:
     (backend / "benchmarks.py").write_text(source.replace(
         "        time.sleep(seconds)\n", f"        time.sleep(seconds * {SLOWDOWN})\n"))
     return backend
-
-
-def _cells(page: str, table: str) -> list[list[str]]:
-    body = page[page.index(f'<table id="{table}">'):]
-    body = body[:body.index("</table>")]
-    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
-             for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
-            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
 
 
 def test_the_team_walkthrough(team_store: tuple[str, dict[str, str]], tmp_path: Path) -> None:
@@ -151,11 +141,11 @@ def _dashboard(store: str, environment: dict[str, str], tmp_path: Path, password
     try:
         with serve_in_process(store) as base:
             _, _, runs = http_get(base, "/")
-            hosts = {row[0]: row[1] for row in _cells(runs, "runs")[1:]}
+            hosts = {row[0]: row[1] for row in table_cells(runs, "runs")[1:]}
             assert hosts == {"ws1-manual": "ws1", "laptop-1": "laptop",
                              **{night: "gpu8" for night in NIGHTS}}, hosts
             _, _, history = http_get(base, "/history")
-            rows = _cells(history, "history")
+            rows = table_cells(history, "history")
             assert rows[1][0] == "vgg16" and rows[1][-2] == "regression", rows[:3]
             chart_link = re.search(r'<a href="/history/chart\?([^"]+)">chart</a>',
                                    history).group(1)
@@ -164,7 +154,7 @@ def _dashboard(store: str, environment: dict[str, str], tmp_path: Path, password
             assert "Judged: run nightly-04" in chart and "host gpu8" in chart
             _, _, compared = http_get(base, "/compare")
             assert 'value="nightly-03"' in compared and 'value="nightly-04"' in compared
-            [slower] = [row for row in _cells(compared, "comparison")[1:]
+            [slower] = [row for row in table_cells(compared, "comparison")[1:]
                         if row[-1] == "slower"]
             assert slower[0] == "vgg16"
             # The judged run's experiment (the chart's table, newest first): its log.
@@ -173,34 +163,11 @@ def _dashboard(store: str, environment: dict[str, str], tmp_path: Path, password
             assert status == 200 and '<pre id="log">' in experiment
             for page in (runs, history, chart, compared, experiment):
                 assert password not in page
-            _browse(base, {"/": "#runs td", "/history": "#history td.regression",
-                           chart_path: "#chart svg", "/compare": "#comparison td.slower"},
-                        tmp_path)
+            drawn = browse(base, {"/": "#runs td", "/history": "#history td.regression",
+                                  chart_path: "#chart svg",
+                                  "/compare": "#comparison td.slower"}, tmp_path / "profile")
+            assert "host gpu8" in drawn[chart_path] and "window mean" in drawn[chart_path]
     finally:
         os.environ.pop("PGPASSFILE", None)
 
 
-def _browse(base: str, pages: dict[str, str], tmp_path: Path) -> None:
-    with Browser(tmp_path / "profile") as browser:
-        for path, selector in pages.items():
-            browser.events.clear()
-            session = browser.open_page(base + path)
-
-            def evaluate(expression: str, session: str = session) -> Any:
-                reply = browser.send("Runtime.evaluate", session, expression=expression,
-                                     returnByValue=True)
-                return reply["result"].get("value")
-
-            assert evaluate(f"document.querySelectorAll('{selector}').length") >= 1, path
-            if "regression" in selector or "slower" in selector:
-                assert evaluate(f"getComputedStyle(document.querySelector('{selector}'))"
-                                ".color") == "rgb(207, 34, 46)", path
-            if "svg" in selector:
-                assert evaluate(f"document.querySelector('{selector}').getBBox().width") > 100
-                legend = evaluate(f"document.querySelector('{selector}').textContent")
-                assert "host gpu8" in legend and "window mean" in legend, legend
-            events = list(browser.events)
-            assert [event for event in events if is_problem(event)] == [], path
-            requested = [e["params"]["request"]["url"] for e in events
-                         if e.get("method") == "Network.requestWillBeSent"]
-            assert requested == [base + path], path
