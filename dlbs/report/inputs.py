@@ -33,13 +33,13 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], *,
 
     for raw in paths:
         path = os.fspath(raw)
-        databases = _databases(path) if os.path.isdir(path) else []
-        if not databases:
+        found = databases(path) if os.path.isdir(path) else []
+        if not found:
             pending.append(path)
             continue
         flush()
         known: set[str] = set()
-        for database in databases:
+        for database in found:
             stored = load_attempts([database], latest_only=latest_only)
             sets.append(stored)
             column = stored.column("results.log_file")
@@ -52,7 +52,7 @@ def load_inputs(paths: Sequence[str | os.PathLike[str]], *,
     return sets[0] if len(sets) == 1 else Attempts.concat(sets)
 
 
-def _databases(folder: str) -> list[str]:
+def databases(folder: str) -> list[str]:
     """The `results.db` of `folder` and of every folder under it, in a stable order."""
     found = []
     for root, dirs, files in os.walk(folder):

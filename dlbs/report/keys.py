@@ -174,6 +174,18 @@ def undetermined(count: int, keys: Sequence[str], others: Sequence[str],
     return [key for key in others if refine(groups, values_of(key))[1] > size]
 
 
+def loose_keys(count: int, fixed: Sequence[str], others: Sequence[str], rules: KeyRules,
+               values_of: ValuesOf) -> list[str]:
+    """The fewest of `others` that must join `fixed` to tell the experiments apart.
+
+    In the order of preference; [] when `fixed` already tells them apart (a report's --by,
+    a history's configurations: one cell, one series, never two experiments).
+    """
+    if not undetermined(count, fixed, others, values_of):
+        return []
+    return choose(count, preference(others, rules), fixed, values_of)[len(fixed):]
+
+
 def value_lists(attempts: Attempts, rows: np.ndarray) -> ValuesOf:
     """A memoised `key -> codes of the attempts rows` (one attempt per experiment)."""
     cache: dict[str, np.ndarray] = {}

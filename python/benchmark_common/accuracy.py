@@ -24,7 +24,9 @@ def read_labels(path: str, num_classes: int) -> list[str]:
         names.pop()
     if len(names) < num_classes:
         raise LabelsError(f"--labels {path}: {len(names)} class names for a model of "
-                          f"{num_classes} classes")
+                          f"{num_classes} classes; for a model of {len(names)} classes, set "
+                          f"exp.num_classes to {len(names)} (the backend's --num_classes "
+                          f"{len(names)})")
     return names
 
 
