@@ -22,5 +22,10 @@ def add_spec_arguments(parser: argparse.ArgumentParser, config_required: bool = 
 
 
 def spec_from_args(args: argparse.Namespace) -> Spec:
-    return load_spec(args.config, defaults=not args.no_defaults, params=args.params,
+    """The merged spec; a name in dlbs's namespaces that no config declares is refused."""
+    from dlbs.plan.unused import refuse_undeclared
+
+    spec = load_spec(args.config, defaults=not args.no_defaults, params=args.params,
                      variables=args.variables, extensions=args.extensions)
+    refuse_undeclared(spec)
+    return spec

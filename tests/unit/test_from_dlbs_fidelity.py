@@ -97,8 +97,8 @@ def test_the_undefined_name_hint_names_each_candidate_once(tmp_path):
     with pytest.raises(ConfigError) as caught:
         planned(spec)
     hint = caught.value.hint
-    assert hint == ("did you mean 'exp.framework_title' or 'exp.framework_family' or "
-                    "'exp.framework'?")
+    assert hint == ("did you mean 'exp.framework_title' or 'exp.framework_ver' or "
+                    "'exp.framework_family'?")
 
 
 # ---- item 14: "0, 1" is two GPUs, as in DLBS ---------------------------------------------------
