@@ -6,11 +6,11 @@ crashed, files in /tmp. A test that passed only because of them failed on a fres
 (issue 30), so each run gets its own of each, named after the run, and removes them when it
 ends; what a crashed run left, the next run removes:
 
-- The run's name, `dlbs_t_<host>_<pid>_<start>`: the host, process id and start time (UTC)
-  of the process that started the run (pytest-xdist's controller; pytest itself without
-  workers). The run is over when that process no longer runs (a run of another host: a day
-  after its start).
-- Its folder, `<tmp>/<name>/`: pytest's basetemp (`pytest/`: every test's tmp_path), the
+- The run's name, `dlbs_t_<host>_<pid>_<start>`: the host (8 characters), process id and
+  start time (UTC, yymmddHHMMSS: the paths of tests stay short) of the process that started
+  the run (pytest-xdist's controller; pytest itself without workers). The run is over when
+  that process no longer runs (a run of another host: a day after its start).
+- Its folder, `<tmp>/<name>/`: pytest's basetemp (`p/`: every test's tmp_path), the
   TMPDIR of every process the run starts (`tmp/`: tempfile's files, PyTorch's compile
   cache), the workers' lock and groups (tests/parallel.py). Removed at the end when every
   test passed, kept for a look otherwise; the next run removes the folders of runs that are
@@ -50,8 +50,8 @@ import pytest
 RUN_ENV = "DLBS_TEST_RUN"
 FOLDER_ENV = "DLBS_TEST_RUN_FOLDER"
 _PREFIX = "dlbs_t_"
-_NAME = re.compile(r"dlbs_t_([a-z0-9]{1,16})_(\d+)_(\d{14})")
-_STAMP = "%Y%m%d%H%M%S"
+_NAME = re.compile(r"dlbs_t_([a-z0-9]{1,8})_(\d+)_(\d{12})")
+_STAMP = "%y%m%d%H%M%S"
 #: How long a run of another host (whose processes cannot be looked at) is taken to last.
 _ELSEWHERE_S = 24 * 3600
 #: Containers of the test image that a dead dlbs left stopped are removed after this long:
@@ -64,7 +64,7 @@ _exit_status = pytest.StashKey[int]()
 # -- the run's name and whether it is over ----------------------------------------------------
 
 def _host() -> str:
-    return re.sub(r"[^a-z0-9]", "", socket.gethostname().lower())[:16] or "host"
+    return re.sub(r"[^a-z0-9]", "", socket.gethostname().lower())[:8] or "host"
 
 
 def _boot_time() -> float:
@@ -97,7 +97,11 @@ def is_over(name: str) -> bool:
         return False
     host, pid, stamp = found.groups()
     if host != _host():
-        return time.time() - calendar.timegm(time.strptime(stamp, _STAMP)) > _ELSEWHERE_S
+        try:
+            started = calendar.timegm(time.strptime(stamp, _STAMP))
+        except ValueError:   # not a time: not a name of ours
+            return False
+        return time.time() - started > _ELSEWHERE_S
     return _start_stamp(int(pid)) != stamp
 
 
@@ -136,7 +140,7 @@ def begin(config: pytest.Config) -> None:
     os.environ["TMPDIR"] = str(home / "tmp")
     tempfile.tempdir = None
     if config.option.basetemp is None:
-        config.option.basetemp = str(home / "pytest")
+        config.option.basetemp = str(home / "p")
 
 
 def sweep_folders(root: Path) -> None:

@@ -37,13 +37,15 @@ def test_a_run_is_over_when_its_process_is_gone_or_another_started_with_its_pid(
     assert runs.is_over(crashed)
     assert not runs.is_over(runs.name())
     pid, stamp = runs.name().rsplit("_", 2)[1:]
-    earlier = time.strftime("%Y%m%d%H%M%S", time.gmtime(time.time() - 7200))
+    earlier = time.strftime("%y%m%d%H%M%S", time.gmtime(time.time() - 7200))
     assert runs.is_over(runs.name().replace(f"_{pid}_{stamp}", f"_{pid}_{earlier}"))
-    elsewhere = f"dlbs_t_otherhost_{os.getpid()}_"
-    assert not runs.is_over(elsewhere + time.strftime("%Y%m%d%H%M%S", time.gmtime()))
-    assert runs.is_over(elsewhere + time.strftime("%Y%m%d%H%M%S",
+    elsewhere = f"dlbs_t_othrhost_{os.getpid()}_"
+    assert not runs.is_over(elsewhere + time.strftime("%y%m%d%H%M%S", time.gmtime()))
+    assert runs.is_over(elsewhere + time.strftime("%y%m%d%H%M%S",
                                                   time.gmtime(time.time() - 2 * 86400)))
     assert not runs.is_over("dlbs") and not runs.is_over("dlbs_t_x_1_2")
+    assert runs.is_over("dlbs_t_othrhost_1_000101000000")
+    assert not runs.is_over("dlbs_t_othrhost_1_009999999999")
 
 
 def test_the_run_has_its_folder_temporary_files_and_basetemp(tmp_path: Path) -> None:
@@ -51,7 +53,7 @@ def test_the_run_has_its_folder_temporary_files_and_basetemp(tmp_path: Path) -> 
 
     assert runs.folder().name == runs.name()
     assert Path(tempfile.gettempdir()) == runs.folder() / "tmp"
-    assert runs.folder() / "pytest" in tmp_path.parents
+    assert runs.folder() / "p" in tmp_path.parents
     done = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
                           capture_output=True, text=True, check=True)
     assert Path(done.stdout.strip()).parent == runs.folder() / "tmp"
