@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.cli.spec_options import add_spec_arguments, spec_file, spec_from_args
 from dlbs.errors import ConfigError
 from dlbs.util.credentials import masked
 from dlbs.util.terminal import one_line
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.run.loop import Sweep
 
     if args.plan:
-        if args.config or args.params or args.variables or args.extensions:
+        if spec_file(args) or args.params or args.variables or args.extensions:
             raise ConfigError("--plan runs a plan as it was written; give the spec options "
                               "to `dlbs plan` instead")
         experiments = load_plan(args.plan)
