@@ -112,17 +112,18 @@ def unused_parameters(spec: Spec) -> list[str]:
 
 
 def _dlbs_settings(spec: Spec) -> list[str]:
-    warnings = []
     defaults = default_config_dir().resolve()
-    for name, hint in DLBS_ONLY.items():
-        definition = spec.params.get(name)
-        sources = [source for source, _ in _set_values(spec, name)]
-        if definition is not None and Path(definition.source).parent.resolve() != defaults:
-            sources.insert(0, definition.source)
-        if sources:
-            warnings.append(f"{sources[0]}: parameter {name!r} is DLBS's, and nothing in dlbs "
-                            f"reads it ({hint})")
-    return warnings
+    return [f"{source}: parameter {name!r} is DLBS's, and nothing in dlbs reads it ({hint})"
+            for name, hint in DLBS_ONLY.items()
+            if (source := _first_set(spec, name, defaults)) is not None]
+
+
+def _first_set(spec: Spec, name: str, defaults: Path) -> str | None:
+    """Where the spec (not the default configs) first gives `name` a value; None: nowhere."""
+    definition = spec.params.get(name)
+    if definition is not None and Path(definition.source).parent.resolve() != defaults:
+        return definition.source
+    return next((source for source, _ in _set_values(spec, name)), None)
 
 
 def _unused_images(spec: Spec) -> list[str]:
@@ -141,12 +142,9 @@ def _unused_images(spec: Spec) -> list[str]:
                              (framework.choices or [] if framework is not None else []))]
     warnings = []
     for name in names:
-        definition = spec.params.get(name)
-        sources = [source for source, _ in _set_values(spec, name)]
-        if definition is not None and Path(definition.source).parent.resolve() != defaults:
-            sources.insert(0, definition.source)
-        if sources:
-            warnings.append(f"{sources[0]}: {name} names an image, but exp.docker is false in "
+        source = _first_set(spec, name, defaults)
+        if source is not None:
+            warnings.append(f"{source}: {name} names an image, but exp.docker is false in "
                             f"every experiment: they run on bare metal and the image is unused "
                             f"(DLBS ran containers by default; set exp.docker: true to run in "
                             f"it)")
