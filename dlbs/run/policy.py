@@ -16,10 +16,22 @@ FAIL = "fail"          # recorded as a failure, with the reason, without running
                        # or a GPU it needs is not on this host: dlbs/run/host_check.py)
 
 
+#: Stored statuses of attempts that failed: an experiment whose newest attempt ended so and is
+#: not run again makes the run fail too (it measured nothing).
+FAILED = ("failure", "timeout", "cancelled")
+
+
 @dataclass(frozen=True)
 class Decision:
     action: str
     reason: str = ""
+    #: The stored status that keeps the experiment from running again ("": none does).
+    recorded: str = ""
+
+    @property
+    def failed_earlier(self) -> bool:
+        """Not run again, and the newest attempt an earlier run recorded failed."""
+        return self.action == IGNORE and self.recorded in FAILED
 
 
 def decide(experiment: Mapping[str, Any], latest_status: str | None,
@@ -38,9 +50,10 @@ def decide(experiment: Mapping[str, Any], latest_status: str | None,
     rerun = str(experiment.get("exp.rerun") or "never")
     if latest_status not in (None, STARTED, "interrupted", "skipped"):
         if rerun == "never":
-            return Decision(IGNORE, f"already recorded ({latest_status}); exp.rerun is never")
+            return Decision(IGNORE, f"already recorded ({latest_status}); exp.rerun is never",
+                            latest_status)
         if rerun == "onfail" and latest_status == "ok":
-            return Decision(IGNORE, "already recorded ok; exp.rerun is onfail")
+            return Decision(IGNORE, "already recorded ok; exp.rerun is onfail", latest_status)
     if too_large(experiment, oom_limit):
         return Decision(SKIP, f"{describe_size(experiment)} >= {oom_limit}, which ran out of "
                               f"memory before (set exp.ignore_past_errors to try)")

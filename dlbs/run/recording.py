@@ -34,7 +34,9 @@ from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
 Experiment = dict[str, Any]
-FAILED = ("failure", "timeout", "cancelled")
+FAILED = policy.FAILED
+#: The summary's count of experiments not run again because an earlier run recorded them failed.
+FAILED_EARLIER = "failed earlier"
 
 
 class Reporter(Protocol):
@@ -64,7 +66,7 @@ class Summary:
     def exit_status(self) -> int:
         if self.interrupted:
             return self.stop_status
-        return 1 if any(self.counts.get(s) for s in FAILED) else 0
+        return 1 if any(self.counts.get(s) for s in (*FAILED, FAILED_EARLIER)) else 0
 
 
 @dataclass

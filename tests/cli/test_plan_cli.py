@@ -37,6 +37,25 @@ def assert_one_error_line(result, *fragments: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["plan", "validate", "print-config", "run", "help"])
+def test_the_spec_is_a_positional_argument_or_c(command, tmp_path, capsys):
+    """`dlbs run spec.yaml` as DLBS users and the docs write it; -c SPEC as DLBS's option."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"parameters: {{exp.framework: dummy, exp.num_batches: 1, dummy.sleep: 0, "
+                    f"exp.log_dir: '{tmp_path / 'logs'}', my.knob: 7}}\n")
+    extra = {"run": ["--dry-run"], "validate": ["--plan-only"],
+             "help": ["--params", "^my[.]"]}.get(command, [])
+    outputs = []
+    for given in ([str(path)], ["-c", str(path)]):
+        assert main([command, *given, *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and ("7" in outputs[0] or command == "validate")
+    assert main([command, str(path), "-c", str(path), *extra]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"dlbs: error: two specs: '{path}' and -c '{path}'",
+        "hint: give the spec once, as SPEC or as -c SPEC"]
+
+
 def test_plan_json(dlbs_cli, spec):
     result = dlbs_cli("plan", "--config", str(spec))
     assert result.returncode == 0, result.stderr

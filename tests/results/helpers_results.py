@@ -67,6 +67,17 @@ def dlbs_cli(*args: str, cwd: Path | None = None,
 # -- PostgreSQL (.ci/services/postgres.sh) ------------------------------------------------
 
 def postgres_url() -> str:
+    """The URL of this run's database on the test cluster (tests/runs.py).
+
+    No test sees what an earlier run of the suite left in the cluster: each run has a
+    database of its own, made at the first call and dropped when the run ends.
+    """
+    from tests import runs
+
+    return runs.database_url(_server_url())
+
+
+def _server_url() -> str:
     """The test cluster's URL: DLBS_TEST_POSTGRES_URL (scripts/test.sh), else the service's.
 
     The service script is idempotent and prints the URL last; a machine where it cannot
