@@ -220,7 +220,17 @@ def _dlbs_command(words: list[str]) -> str | None:
 
 
 def _extension(parameters: dict[str, object]) -> str:
-    return "-E " + shlex.quote(json.dumps({"condition": {}, "parameters": parameters}))
+    """`-P` for each parameter and the same as an extension that matches every experiment.
+
+    The `-P`s are in place before the configs' extensions are tested (a transformer's rules
+    for PyTorch would otherwise match the experiment as PyTorch and then find the PyTorch
+    parameters gone with the swap); the extension, applied last, also wins over a spec's
+    variables of the same names.
+    """
+    texts = {name: json.dumps(value) if isinstance(value, bool) else str(value)
+             for name, value in parameters.items()}
+    pairs = " ".join(shlex.quote(f"-P{name}={text}") for name, text in texts.items())
+    return pairs + " -E " + shlex.quote(json.dumps({"condition": {}, "parameters": parameters}))
 
 
 def _serve(command: str, folder: Path, env: dict[str, str]) -> None:
