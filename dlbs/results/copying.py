@@ -27,6 +27,7 @@ from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.sources import find_logs
 from dlbs.results.store import ResultsStore, is_store, is_store_url, open_store, store_name
 from dlbs.util import exact_json
+from dlbs.util.regular_files import special_kind
 
 END_KEY = "results.end_time"
 DEFAULT_NAME = "results.db"
@@ -70,6 +71,11 @@ def copy_results(source: str, destination: str) -> Copied:
     target = destination_location(destination)
     if not is_store_url(source) and not os.path.exists(source):
         raise ResultsError(f"no such results database or log folder: {source}")
+    kind = None if is_store_url(source) else special_kind(source)
+    if kind is not None:   # read as the other readers would: refused at once, never waited on
+        raise ResultsError(f"cannot read {source}: it is {kind}, not a regular file",
+                           hint="copy a folder of logs, an SQLite results database or a "
+                                "postgresql:// URL")
     if _same(source, target):
         raise ResultsError(f"{store_name(source)} is both the source and the destination")
     done = Copied(source=store_name(source), destination=store_name(target))

@@ -21,6 +21,7 @@ from pathlib import Path
 from dlbs.results.protocol import parse_log
 from dlbs.results.store import is_store, is_store_url, open_store, store_name
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
+from dlbs.util.regular_files import head, special_kind
 
 TRACE_KEY = "results.trace_file"
 #: The names of trace files that a folder is searched for (exp.trace_file's default suffix).
@@ -48,6 +49,7 @@ def locate(source: str, exp_id: str | None = None) -> Located:
         return _from_database(source, exp_id)
     if not os.path.exists(source):
         raise TraceError(f"{source}: no such file")
+    refuse_special(source)
     if os.path.isdir(source):
         database = database_in(source)
         if exp_id is not None and database is not None:
@@ -68,6 +70,14 @@ def locate(source: str, exp_id: str | None = None) -> Located:
     if _looks_like_trace(source):
         return Located(source, source)
     return _from_log(source)
+
+
+def refuse_special(source: str) -> None:
+    """Refuse a FIFO or a device at once: one would be waited on for ever, one read without end."""
+    kind = None if is_store_url(source) else special_kind(source)
+    if kind is not None:
+        raise TraceError(f"cannot read {source}: it is {kind}, not a regular file",
+                         hint="name a trace, a log, a results database or a folder")
 
 
 def database_in(folder: str) -> str | None:
@@ -95,11 +105,10 @@ def traces_in(folder: str) -> list[str]:
 
 def _looks_like_trace(path: str) -> bool:
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(4096)
+        start = head(path, 4096)
     except OSError as error:
-        raise TraceError(f"cannot read {path}: {error.strerror}") from None
-    return head.startswith(GZIP_MAGIC) or head.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        raise TraceError(f"cannot read {path}: {error.strerror or error}") from None
+    return start.startswith(GZIP_MAGIC) or start.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
 
 
 def _from_log(path: str) -> Located:
