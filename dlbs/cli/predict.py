@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top must be at least 1, got {args.top}")
+    if any(not image for image in args.images):
+        # os.path.abspath("") is the current folder: the backend would say "Is a directory".
+        raise ConfigError("an image path is empty (\"\")", hint="name image files")
     for path in (args.weights, args.labels):
         if path and not os.path.isfile(path):
             raise ConfigError(f"no such file: {path}")
