@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
                                                        "at their defaults")
     images = [os.path.abspath(image) for image in args.images]
     argv = [*invocation.argv, "--predict", *images, "--top", str(args.top)]
-    env = dict(os.environ)
+    from dlbs.util.credentials import benchmark_environment
+
+    env = benchmark_environment()   # the backend runs model code: no store credentials
     env.update(invocation.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(invocation.gpus)
     try:

@@ -11,7 +11,10 @@ dlbs shows or keeps goes through this module (docs/security.md, "Credentials"):
 - `ExperimentMask`: an experiment's values, as the planner made them, with the password of
   its `runtime.results_db` left out of each value that holds it (a value may interpolate
   the URL); an experiment without one is passed through untouched, at the cost of one
-  lookup, so plans of a million experiments do not pay for the rule.
+  lookup, so plans of a million experiments do not pay for the rule;
+- `benchmark_environment()`: the environment a benchmark inherits from dlbs, without the
+  store's credentials (libpq's password variables, and any URL's password in a value): a
+  backend runs a user's model code, which has no business with the results store.
 
 The URL is cut as libpq reads it: the user part ends at its first `@`, unless a `/` after
 a valid host list comes first (then the `@` is in the database name); the password is what
@@ -39,6 +42,9 @@ _TEXT_END = r"[\s'\"<>]"
 _HOSTS = (r"(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?"
           r"(?:,(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?)*")
 _PASSWORD_KEY = "password"
+#: libpq's variables that hold a password or name where passwords are kept: what dlbs reads
+#: to reach the store, and what no benchmark inherits (docs/security.md, "Credentials").
+CREDENTIAL_VARIABLES = frozenset({"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSSLKEY"})
 
 
 def is_database_url(value: object) -> bool:
@@ -106,6 +112,21 @@ def masked(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [masked(item) for item in value]
     return value
+
+
+def benchmark_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`environ` (this process's by default) as a benchmark inherits it (see the module).
+
+    The variables of CREDENTIAL_VARIABLES are left out; a value that holds a database URL
+    with a password (`DATABASE_URL=postgresql://u:pw@...`) keeps the URL without it.
+    What a user sets for the benchmark on purpose (`runtime.env.*`, `-e` of docker_args)
+    is added after this, by the target, as given.
+    """
+    import os
+
+    source = os.environ if environ is None else environ
+    return {name: mask_text(value) if "://" in value else value
+            for name, value in source.items() if name.upper() not in CREDENTIAL_VARIABLES}
 
 
 class ExperimentMask:

@@ -70,3 +70,64 @@ def test_13_the_reading_helpers_never_wait_on_a_fifo(tmp_path):
     assert special_kind(fifo) == "a FIFO" and special_kind(tmp_path) is None
     with pytest.raises(OSError):
         head(fifo, 16)
+
+
+# -- 16, first bullet: the store's credentials never reach a benchmark's environment -----------
+SECRETS = {"PGPASSWORD": "s3cret-pw", "PGPASSFILE": "/home/me/.pgpass-s3cret",
+           "PGSERVICEFILE": "/home/me/.pg_service-s3cret", "PGSSLKEY": "/home/me/s3cret.key",
+           "DATABASE_URL": "postgresql://me:s3cret-url@db/bench"}
+
+
+def test_16_the_benchmark_environment_has_no_store_credentials():
+    from dlbs.util.credentials import benchmark_environment
+
+    inherited = benchmark_environment({**SECRETS, "PATH": "/bin", "pgpassword": "x",
+                                       "OTHER": "a://b:c@d"})
+    assert "s3cret" not in repr(inherited)
+    assert inherited == {"PATH": "/bin", "DATABASE_URL": "postgresql://me@db/bench",
+                         "OTHER": "a://b:c@d"}
+
+
+def _dumped(path: Path) -> str:
+    assert path.is_file(), "the launcher did not run"
+    return path.read_text()
+
+
+def test_16_a_local_run_and_predict_inherit_no_credentials(dlbs_cli, tmp_path):
+    dump = tmp_path / "env.txt"
+    launcher = f"runtime.launcher=sh -c 'env > {dump}; exec \"$@\"' launcher"
+    run = dlbs_cli("run", *DUMMY, "-P", launcher, "-P", "runtime.env.KEPT=yes", cwd=tmp_path,
+                   env=SECRETS)
+    assert run.returncode == 0, run.stderr
+    seen = _dumped(dump)
+    assert "KEPT=yes" in seen
+    assert "s3cret" not in seen and "PGPASSWORD" not in seen
+    assert "DATABASE_URL=postgresql://me@db/bench" in seen
+    dump.unlink()
+    (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + b"\x00" * 13)
+    predict = dlbs_cli("predict", "--framework", "dummy", "--model", "m", "-P", launcher,
+                       "a.png", cwd=tmp_path, env=SECRETS)
+    assert predict.returncode in (0, 1), predict.stderr
+    assert "s3cret" not in _dumped(dump)
+
+
+def test_16_docker_e_name_passes_no_credential(monkeypatch):
+    from dlbs.recipes.docker_args import translate
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOST_VALUE", "kept")
+    args = translate(["-e", "PGPASSWORD", "-e", "HOST_VALUE", "-e", "DATABASE_URL",
+                      "-e", "EXPLICIT=given"])
+    assert args.kwargs["environment"] == {"HOST_VALUE": "kept", "EXPLICIT": "given",
+                                          "DATABASE_URL": "postgresql://me@db/bench"}
+
+
+def test_16_sbatch_is_given_no_credentials(monkeypatch):
+    from dlbs.run.targets import slurm
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    done = slurm._run(["env"])   # what sbatch, and so the job, would inherit
+    assert done.returncode == 0
+    assert "s3cret" not in done.stdout and "PATH=" in done.stdout
