@@ -25,7 +25,14 @@ from dlbs.errors import ResultsError
 from dlbs.results.attempt import Attempt
 from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.sources import find_logs
-from dlbs.results.store import ResultsStore, is_store, is_store_url, open_store, store_name
+from dlbs.results.store import (
+    ResultsStore,
+    is_store,
+    is_store_url,
+    open_store,
+    refuse_unsupported_url,
+    store_name,
+)
 from dlbs.util import exact_json
 from dlbs.util.regular_files import special_kind
 
@@ -68,6 +75,8 @@ def destination_location(destination: str) -> str:
 
 def copy_results(source: str, destination: str) -> Copied:
     """Copy every ended attempt of `source` that `destination` lacks (see the module)."""
+    refuse_unsupported_url(source)
+    refuse_unsupported_url(destination)
     target = destination_location(destination)
     if not is_store_url(source) and not os.path.exists(source):
         raise ResultsError(f"no such results database or log folder: {source}")

@@ -30,7 +30,13 @@ from dlbs.results import stats
 from dlbs.results.columns import Attempts, Part, Record, RecordsPart
 from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.schema import epoch
-from dlbs.results.store import is_store, is_store_url, open_store, store_name
+from dlbs.results.store import (
+    is_store,
+    is_store_url,
+    open_store,
+    refuse_unsupported_url,
+    store_name,
+)
 from dlbs.results.summary import is_summary_value, summarize
 
 __all__ = ["Attempts", "Detail", "Loaded", "Record", "load_attempts", "load_experiments"]
@@ -155,6 +161,7 @@ def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]
     """
     for raw in paths:
         path = os.fspath(raw)
+        refuse_unsupported_url(path)
         if is_store_url(path):
             yield "database", path
         elif os.path.isdir(path):

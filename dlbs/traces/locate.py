@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import is_store, is_store_url, open_store, store_name
+from dlbs.results.store import (
+    is_store,
+    is_store_url,
+    open_store,
+    refuse_unsupported_url,
+    store_name,
+)
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
 from dlbs.util.regular_files import head, special_kind
 
@@ -45,11 +51,11 @@ class Located:
 
 def locate(source: str, exp_id: str | None = None) -> Located:
     """The trace that `source` (and, for a database, `exp_id`) names."""
+    refuse_special(source)
     if is_store_url(source):
         return _from_database(source, exp_id)
     if not os.path.exists(source):
         raise TraceError(f"{source}: no such file")
-    refuse_special(source)
     if os.path.isdir(source):
         database = database_in(source)
         if exp_id is not None and database is not None:
@@ -73,7 +79,8 @@ def locate(source: str, exp_id: str | None = None) -> Located:
 
 
 def refuse_special(source: str) -> None:
-    """Refuse a FIFO or a device at once: one would be waited on for ever, one read without end."""
+    """Refuse at once a URL of no store, a FIFO (waited on for ever) or a device (no end)."""
+    refuse_unsupported_url(source)
     kind = None if is_store_url(source) else special_kind(source)
     if kind is not None:
         raise TraceError(f"cannot read {source}: it is {kind}, not a regular file",

@@ -82,10 +82,10 @@ def test_16_the_benchmark_environment_has_no_store_credentials():
     from dlbs.util.credentials import benchmark_environment
 
     inherited = benchmark_environment({**SECRETS, "PATH": "/bin", "pgpassword": "x",
-                                       "OTHER": "a://b:c@d"})
+                                       "OTHER": "https://b:c@d/x", "URL": "https://d/x"})
     assert "s3cret" not in repr(inherited)
     assert inherited == {"PATH": "/bin", "DATABASE_URL": "postgresql://me@db/bench",
-                         "OTHER": "a://b:c@d"}
+                         "OTHER": "https://b@d/x", "URL": "https://d/x"}
 
 
 def _dumped(path: Path) -> str:
@@ -131,3 +131,83 @@ def test_16_sbatch_is_given_no_credentials(monkeypatch):
     done = slurm._run(["env"])   # what sbatch, and so the job, would inherit
     assert done.returncode == 0
     assert "s3cret" not in done.stdout and "PATH=" in done.stdout
+
+
+# -- 4: a URL scheme in another case; a URL of no supported store ------------------------------
+SECRET = "Hunter2-s3cret"
+
+
+def _all_text(folder: Path) -> str:
+    """Every file under `folder` and every name in it, as one text (what a leak would be in)."""
+    parts = []
+    for path in folder.rglob("*"):
+        parts.append(str(path))
+        if path.is_file():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "Postgresql", "POSTGRESQL", "PostGres"])
+def test_4_schemes_are_case_insensitive(scheme):
+    from dlbs.results.store import is_store_url, store_name
+    from dlbs.util.credentials import canonical_url, masked, without_password
+
+    url = f"{scheme}://bench:{SECRET}@db.example.org:5432/results"
+    assert is_store_url(url)
+    assert SECRET not in store_name(url) and store_name(url).startswith("postgresql://bench@")
+    assert without_password(url) == f"{scheme}://bench@db.example.org:5432/results"
+    assert canonical_url(url).startswith(scheme.lower() + "://")
+    assert SECRET not in repr(masked({"runtime.results_db": url, "x": [f"see {url}"]}))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("scheme", ["Postgresql", "POSTGRESQL", "Postgres"])
+def test_4_a_run_with_a_scheme_in_another_case_reaches_postgresql(dlbs_cli, tmp_path, scheme):
+    from helpers_results import postgres_store_url
+
+    from dlbs.results.store import open_store
+
+    with postgres_store_url() as url:
+        shouted = scheme + url[url.index("://"):]
+        plan = dlbs_cli("plan", *DUMMY, "-P", f"runtime.results_db={shouted}", cwd=tmp_path)
+        assert plan.returncode == 0, plan.stderr
+        password = url.split("://", 1)[1].split("@", 1)[0].partition(":")[2]
+        assert password and password not in plan.stdout + plan.stderr
+        run = dlbs_cli("run", *DUMMY, "-P", f"runtime.results_db={shouted}", cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+        with open_store(url) as store:
+            (attempt,) = store.attempts()
+        assert attempt.status == "ok"
+        assert password not in repr(attempt) and password not in run.stdout + run.stderr
+        assert password not in _all_text(tmp_path)
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["logs"]  # no "Postgresql:"
+
+
+@pytest.mark.parametrize("location", [
+    f"mysql://u:{SECRET}@db/results", f"postgresq://u:{SECRET}@db/results",
+    f"sqlite://u:{SECRET}@/results.db", f"HTTP://u:{SECRET}@db/x",
+    f"pg://db/results?password={SECRET}", "mongodb://db/results",
+])
+def test_4_a_url_of_no_supported_store_is_refused_masked(dlbs_cli, tmp_path, location):
+    plan = dlbs_cli("plan", *DUMMY, "-P", f"runtime.results_db={location}", cwd=tmp_path)
+    assert_one_error_line(plan, "is a URL of no results store dlbs opens")
+    run = dlbs_cli("run", *DUMMY, "-P", f"runtime.results_db={location}", cwd=tmp_path)
+    assert_one_error_line(run, "is a URL of no results store dlbs opens")
+    assert SECRET not in plan.stdout + plan.stderr + run.stdout + run.stderr
+    assert list(tmp_path.iterdir()) == []   # no folder named after it, no log
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "{url}"], ["parse", "{url}"], ["history", "{url}"], ["serve", "{url}"],
+    ["trace", "{url}", "--id", "x"], ["results", "copy", "{url}", "{tmp}/a.db"],
+    ["results", "copy", "{tmp}", "{url}"], ["compare", "{url}", "{url}"],
+])
+def test_4_readers_refuse_a_url_of_no_supported_store_masked(tmp_path, capsys, command):
+    from dlbs.cli.main import main
+
+    url = f"MySQL://u:{SECRET}@db/results"
+    assert main([part.format(url=url, tmp=tmp_path) for part in command]) == 2
+    captured = capsys.readouterr()
+    assert "is a URL of no results store dlbs opens" in captured.err, captured.err
+    assert SECRET not in captured.out + captured.err and "MySQL://u@db/results" in captured.err
+    assert not (tmp_path / "a.db").exists()
