@@ -211,3 +211,129 @@ def test_4_readers_refuse_a_url_of_no_supported_store_masked(tmp_path, capsys, c
     assert "is a URL of no results store dlbs opens" in captured.err, captured.err
     assert SECRET not in captured.out + captured.err and "MySQL://u@db/results" in captured.err
     assert not (tmp_path / "a.db").exists()
+
+
+# -- 11: malformed rows: one clear error naming the row, in every reader ----------------------
+MALFORMED = [("params", '"a string"'), ("params", "[1, 2]"), ("params", "null"),
+             ("params", "7"), ("params", "not json"), ("results", "null"),
+             ("results", "[1, 2]"), ("results", '"text"'), ("summary", "[1]"),
+             ("summary", "null"), ("summary", "{bad"), ("environment", '"x"'),
+             ("environment", "[]"), ("environment", "true")]
+
+
+def _stored_attempt(location: str) -> None:
+    """One ok attempt with monitor series, and one healthy experiment beside it."""
+    from dlbs.results.store import Attempt, open_store
+
+    end = "2026-01-01T10:00:30.000+00:00"
+    results = {"results.time_data": [10.0, 11.0, 12.0], "results.end_time": end,
+               "results.use.time": [0.0, 1.0], "results.use.cpu": [50.0, 60.0]}
+    params = {"exp.model": "resnet18", "exp.replica_batch": 2, "exp.framework": "dummy",
+              "exp.num_gpus": 1}
+    with open_store(location) as store:
+        store.record_attempts([
+            Attempt("bad", 1, "ok", None, params, results, None, {"host": "h"}, None,
+                    "2026-01-01T10:00:00.000+00:00", end, run_tag="t", run_host="h"),
+            Attempt("good", 1, "ok", None, dict(params, **{"exp.replica_batch": 4}), results,
+                    None, {"host": "h"}, None, "2026-01-01T10:00:00.000+00:00", end,
+                    run_tag="t", run_host="h")])
+
+
+def _set_column(location: str, column: str, text: str) -> None:
+    """What a writer of the store could do: UPDATE a column of experiment `bad`."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute(f"UPDATE attempts SET {column} = %s WHERE exp_id = 'bad'", (text,))
+        return
+    import sqlite3
+
+    with sqlite3.connect(location) as conn:
+        conn.execute(f"UPDATE attempts SET {column} = ? WHERE exp_id = 'bad'", (text,))
+    conn.close()
+
+
+def _readers(location: str, tmp_path: Path) -> dict[str, list[str]]:
+    return {"parse": ["parse", location], "copy": ["results", "copy", location,
+                                                   str(tmp_path / "copy.db")],
+            "report": ["report", location], "report json": ["report", location, "--format",
+                                                            "json"],
+            "report html": ["report", location, "--format", "html"],
+            "report efficiency": ["report", location, "--type", "efficiency"],
+            "history": ["history", location], "trace": ["trace", location, "--id", "bad"]}
+
+
+def _one_error_or_fine(capsys, argv: list[str]) -> str:
+    from dlbs.cli.main import main
+
+    status = main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err, captured.err
+    if status != 0:
+        lines = captured.err.strip().splitlines()
+        assert status == 2 and lines[0].startswith("dlbs: error: "), captured.err
+        assert len(lines) <= 2, captured.err
+    return captured.err if status else ""
+
+
+@pytest.mark.parametrize(("column", "text"), MALFORMED)
+def test_11_a_malformed_row_is_one_error_naming_it(store_location, tmp_path, capsys, column,
+                                                   text):
+    _stored_attempt(store_location)
+    _set_column(store_location, column, text)
+    for name, argv in _readers(store_location, tmp_path).items():
+        error = _one_error_or_fine(capsys, argv)
+        if name in ("parse", "copy") or error and name != "trace":
+            assert "the row of experiment bad, attempt 1" in error, (name, error)
+            assert f"its {column}" in error, (name, error)
+
+
+# SQLite keeps a TEXT column's number as text; bytes keep their type.
+@pytest.mark.parametrize(("column", "value"), [("attempt", "x"), ("attempt", 1.5),
+                                               ("exp_id", b"e"), ("log_path", b"/etc"),
+                                               ("started_at", b"t"), ("run_folder", b"/"),
+                                               ("status_msg", b"x")])
+def test_11_a_column_of_another_type_is_named(tmp_path, capsys, column, value):
+    location = str(tmp_path / "store.db")
+    _stored_attempt(location)
+    import sqlite3
+
+    with sqlite3.connect(location) as conn:   # SQLite keeps what it is given
+        conn.execute(f"UPDATE attempts SET {column} = ? WHERE exp_id = 'bad'", (value,))
+    conn.close()
+    for name, argv in _readers(location, tmp_path).items():
+        error = _one_error_or_fine(capsys, argv)
+        if name in ("parse", "copy"):
+            assert "results database" in error and "the row of experiment" in error, error
+
+
+@pytest.mark.parametrize(("column", "text"), MALFORMED[:7])
+def test_11_serve_answers_a_malformed_row_with_a_page(tmp_path, column, text):
+    from helpers_results import http_get, serve_in_process
+
+    location = str(tmp_path / "store.db")
+    _stored_attempt(location)
+    _set_column(location, column, text)
+    with serve_in_process(location) as base:
+        for path in ("/", "/experiments", "/report", "/history", "/experiment/bad",
+                     "/experiment/good", "/report?format=csv"):
+            status, _, body = http_get(base, path)
+            assert status in (200, 400), (path, status, body[:500])
+            if path == "/experiment/bad":
+                assert status == 400 and "the row of experiment bad, attempt 1" in body
+
+
+def test_11_the_shape_rules_in_one_place():
+    from dlbs.results.row_shape import MalformedRow, checked_row
+
+    good = {"exp_id": "e", "attempt": 1, "status": "ok", "params": "{}", "results": None,
+            "environment": '{"host": "h"}', "summary": "{}", "started_at": "t",
+            "ended_at": None, "log_path": None}
+    row = checked_row("db", good)
+    assert row["results"] == {} and row["environment"] == {"host": "h"}
+    for column, value in [("attempt", 0), ("attempt", True), ("attempt", 1.0),
+                          ("status", "great"), ("exp_id", ""), ("params", None),
+                          ("started_at", None), ("ended_at", 5), ("results", b"{}")]:
+        with pytest.raises(MalformedRow, match="the row of experiment"):
+            checked_row("db", {**good, column: value})
