@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dlbs.errors import ResultsError
-from dlbs.results.protocol import STATUSES
+from dlbs.results.protocol import STATUSES, outcome_values
 from dlbs.results.schema import dumps
 from dlbs.util import exact_json
 
@@ -94,10 +94,12 @@ class Attempt:
 
         The stored status wins over a `results.status` the backend printed (the engine
         may have judged a timeout); an attempt that never ended reads as `started`. The
-        summary's statistics win over the backend's values of the same keys.
+        summary's statistics win over the backend's values of the same keys; of the results,
+        only results and the keys a backend owns are read (`protocol.outcome_values`), so a
+        stored `exp.model` never replaces the planned one.
         """
         experiment = dict(self.params)
-        experiment.update(self.results)
+        experiment.update(outcome_values(self.results))
         return flatten(experiment, self.summary, self.exp_id, self.attempt, self.status,
                        self.status_msg, self.log_path, self.started_at, self.ended_at)
 
@@ -105,8 +107,11 @@ class Attempt:
 def flatten(experiment: dict[str, Any], summary: Mapping[str, Any], exp_id: str,
             attempt: int, status: str | None, status_msg: str | None, log_path: str | None,
             started_at: str | None, ended_at: str | None) -> dict[str, Any]:
-    """`experiment` (parameters and results) completed as `Attempt.as_experiment` says."""
-    experiment.update(summary)
+    """`experiment` (parameters and results) completed as `Attempt.as_experiment` says.
+
+    Only results (`protocol.outcome_values`) of the summary stand beside the parameters.
+    """
+    experiment.update(outcome_values(summary))
     experiment["exp.id"] = exp_id
     experiment["results.status"] = status or STARTED
     if status_msg is not None:

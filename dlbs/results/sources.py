@@ -61,6 +61,9 @@ class Loaded:
     # Lines longer than protocol.MAX_LINE_BYTES, passed over; last lines cut short.
     too_long_lines: int = 0
     cut_lines: int = 0
+    # Keys that benchmarks printed and that were not taken (protocol.backend_output), with
+    # the number of logs that printed each.
+    refused_keys: dict[str, int] = field(default_factory=dict)
 
     @property
     def experiments(self) -> list[dict[str, Any]]:
@@ -227,6 +230,8 @@ def _load_log(path: str, loaded: Loaded, detail: Detail, recorded: RecordedStatu
         loaded.ignored_files.append(path)
         return
     experiment = experiment_from_log(parsed)
+    for key in parsed.output()[1]:
+        loaded.refused_keys[key] = loaded.refused_keys.get(key, 0) + 1
     recorded.apply(path, experiment)
     record = with_engine_values(experiment, detail)
     recency = _ended(record.experiment)

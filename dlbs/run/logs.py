@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from dlbs import __version__
-from dlbs.results.protocol import protocol_line
+from dlbs.results.protocol import HEADER_END, protocol_line
 from dlbs.traces.reader import TraceError, TraceFile
 
 #: How many taken names `create_log` passes over before it gives up.
@@ -135,10 +135,15 @@ def append_to_log(log_path: str) -> BinaryIO:
 
 
 def write_header(log: BinaryIO, experiment: Mapping[str, Any], attempt: int) -> None:
-    """Every resolved parameter as `__name__=json`, so the log alone describes the run."""
+    """Every resolved parameter as `__name__=json`, so the log alone describes the run.
+
+    The header ends with its own line (protocol.HEADER_END): what follows is the run's
+    output, which may not override what the header holds (docs/backends/protocol.md 7).
+    """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# dlbs {__version__}: experiment {experiment.get('exp.id')}, attempt {attempt}, "
              f"started {started}"]
     lines += [protocol_line(key, value) for key, value in experiment.items()]
+    lines.append(HEADER_END)
     log.write(("\n".join(lines) + "\n").encode())
     log.flush()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlbs.recipes import Invocation
-from dlbs.results.protocol import parse_log
+from dlbs.results.protocol import parse_log, refused_note
 from dlbs.results.store import ResultsStore, open_existing_store, open_store
 from dlbs.run import marks, oom_limits, policy
 from dlbs.run.environment import collect_environment
@@ -127,6 +127,8 @@ class Recorder:
     summary: Summary = field(default_factory=Summary)
     _stores: dict[str, ResultsStore] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
+    #: Keys of benchmarks' output already warned about (refused_output).
+    _refused_keys: set[str] = field(default_factory=set)
     #: A store's URL by the name the experiments give it (its URL without a password).
     locations: dict[str, str] = field(default_factory=dict)
 
@@ -269,6 +271,14 @@ class Recorder:
             self.summary.interrupted = True
         return verdict
 
+    def refused_output(self, experiment: Mapping[str, Any], keys: Sequence[str]) -> None:
+        """Warn, once per key in a sweep, of keys a benchmark printed that were not taken."""
+        new = [key for key in keys if key not in self._refused_keys]
+        if not new:
+            return
+        self._refused_keys.update(new)
+        self.reporter.note(f"warning: experiment {experiment.get('exp.id')}: {refused_note(new)}")
+
     def finish_skipped(self, attempt: Attempt, reason: str) -> None:
         """An attempt whose queued job was cancelled by the policy: recorded as skipped."""
         attempt.store.record_end(attempt.exp_id, attempt.number, "skipped", status_msg=reason)
@@ -280,12 +290,13 @@ class Recorder:
                  ) -> tuple[Verdict, dict[str, Any] | None, dict[str, Any]]:
         """The verdict, and what the nodes of a scheduler's job said (environment, usage)."""
         try:
-            printed = parse_log(attempt.log_path).values
+            printed = parse_log(attempt.log_path).printed   # what ran printed, not the header
         except Exception as error:  # noqa: BLE001 - a log we cannot read is the attempt's
             printed = {}
             outcome = Outcome("failure", f"cannot read the log: {error}")
         printed, environments, monitors = split_node_values(printed)
-        verdict = judge(outcome, printed, attempt.job.experiment)
+        verdict = judge(outcome, printed, attempt.job.experiment, os.getcwd())
+        self.refused_output(attempt.job.experiment, verdict.refused)
         if verdict.status == "failure" and "results.status_msg" not in printed:
             last = _last_output_line(attempt.log_path)
             if last:

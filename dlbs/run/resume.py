@@ -15,6 +15,7 @@ could not see, and stops this one before it touches anything):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -126,14 +127,16 @@ class EarlierRuns:
         log_path = str(stored.log_path)
         absorb_node_files(log_path)
         try:
-            printed = parse_log(log_path).values
+            printed = parse_log(log_path).printed   # what ran printed, not the header
         except Exception:  # noqa: BLE001 - no log: nothing ran
             printed = {}
         if "results.status" in printed or "results.time" in printed:
             # The scheduler forgot the job, but it ran: its log holds what the backend printed.
             printed, _, _ = split_node_values(printed)
             verdict = judge(Outcome("ok", f"{target.display_name} no longer knows the job; "
-                                          "judged by its log"), printed, experiment)
+                                          "judged by its log"), printed, experiment,
+                            os.getcwd())
+            self.recorder.refused_output(experiment, verdict.refused)
             store.record_end(stored.exp_id, stored.attempt, verdict.status,
                              status_msg=verdict.message, results=verdict.results)
             self.recorder.summary.add(verdict.status)

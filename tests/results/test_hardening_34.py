@@ -337,3 +337,146 @@ def test_11_the_shape_rules_in_one_place():
                           ("started_at", None), ("ended_at", 5), ("results", b"{}")]:
         with pytest.raises(MalformedRow, match="the row of experiment"):
             checked_row("db", {**good, column: value})
+
+
+# -- 7: a backend's output cannot relabel its experiment ----------------------------------------
+RELABEL = ['__exp.model__="resnet50"', "__exp.replica_batch__=512", '__exp.id__="other"',
+           '__exp.log_file__="/etc/passwd"', '__results.trace_file__="/root/.pgpass"',
+           '__results.use.gpu_power__=[900, 900]', '__results.log_file__="/etc/shadow"',
+           '__runtime.results_db__="/tmp/elsewhere.db"', '__exp.num_gpus__=64']
+OWNED = ['__exp.model_title__="My ResNet"', '__results.custom_metric__=7']
+
+
+def _printing_launcher(lines: list[str], after: bool) -> str:
+    """A runtime.launcher that prints `lines` before (or after) the benchmark runs."""
+    echo = "; ".join(f"echo '{line}'" for line in lines)
+    script = f'"$@"; s=$?; {echo}; exit $s' if after else f'{echo}; exec "$@"'
+    return f"runtime.launcher=sh -c '{script.replace(chr(39), chr(39) + chr(92) + chr(39) * 2)}' x"
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_7_what_a_benchmark_prints_never_relabels_its_experiment(dlbs_cli, tmp_path, capsys,
+                                                                 after):
+    import json
+
+    from dlbs.cli.main import main
+
+    launcher = _printing_launcher(RELABEL + OWNED, after)
+    run = dlbs_cli("run", *DUMMY, "-P", "exp.model=resnet18", "-V", "exp.replica_batch=[2, 4]",
+                   "-P", launcher, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    warnings = [line for line in run.stderr.splitlines() if "not taken" in line]
+    assert len(warnings) == 1, run.stderr   # once for the sweep, naming every key
+    for key in ("exp.model", "exp.replica_batch", "exp.id", "exp.log_file",
+                "results.trace_file", "results.use.gpu_power", "results.log_file",
+                "runtime.results_db", "exp.num_gpus"):
+        assert key + "," in warnings[0] or key + ":" in warnings[0], (key, warnings[0])
+    logs = tmp_path / "logs"
+    copies = {"logs": tmp_path / "from-logs.db", "db": tmp_path / "from-db.db"}
+    assert main(["results", "copy", str(logs), str(copies["logs"])]) == 0
+    assert main(["results", "copy", str(logs / "results.db"), str(copies["db"])]) == 0
+    capsys.readouterr()
+    logs_named = [str(path) for path in sorted(logs.glob("*.log"))]
+    readers = [["parse", str(logs)], ["parse", str(logs / "results.db")],
+               ["parse", *logs_named], ["parse", str(copies["logs"])],
+               ["parse", str(copies["db"])], ["report", str(logs), "--format", "json"],
+               ["report", *logs_named, "--format", "json"],
+               ["report", str(copies["logs"]), "--format", "json"]]
+    for argv in readers:
+        assert main(argv) == 0, argv
+        document = json.loads(capsys.readouterr().out)
+        if argv[0] == "report":   # the table's rows name the model and the batch
+            assert document["row_keys"][:2] == ["exp.model", "exp.replica_batch"], argv
+            assert sorted((row["model"], row["replica_batch"])
+                          for row in document["rows"]) == [("resnet18", 2), ("resnet18", 4)]
+            continue
+        rows = document["experiments"]
+        assert sorted((row["exp.model"], row["exp.replica_batch"]) for row in rows) == [
+            ("resnet18", 2), ("resnet18", 4)], argv
+        for row in rows:
+            assert row["exp.id"] != "other" and row["exp.num_gpus"] != 64, argv
+            assert "/etc/" not in row["exp.log_file"] + row["results.log_file"], argv
+            assert "results.trace_file" not in row and "results.use.gpu_power" not in row
+            assert "elsewhere" not in row["runtime.results_db"], argv
+            assert row["results.custom_metric"] == 7, argv
+            # Owned, so taken: the last one printed (the dummy prints its own after "before").
+            assert row["exp.model_title"] == ("My ResNet" if after else "ResNet18"), argv
+
+
+def test_7_a_stored_relabel_of_an_older_dlbs_is_not_read(tmp_path, capsys):
+    """A row whose results hold planner keys (an older dlbs stored them): params win."""
+    import json
+
+    from dlbs.cli.main import main
+    from dlbs.results.store import Attempt, open_store
+
+    location = str(tmp_path / "old.db")
+    end = "2026-01-01T10:00:30.000+00:00"
+    with open_store(location) as store:
+        store.record_attempts([Attempt(
+            "e1", 1, "ok", None, {"exp.model": "resnet18", "exp.replica_batch": 2},
+            {"exp.model": "resnet50", "exp.replica_batch": 512, "exp.model_title": "R",
+             "results.time_data": [1.0, 2.0], "results.end_time": end}, None, {}, None,
+            "2026-01-01T10:00:00.000+00:00", end)])
+    for argv in (["parse", location], ["report", location, "--format", "json"]):
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert "resnet50" not in text and "512" not in text and "resnet18" in text, text
+    assert main(["parse", location]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["experiments"]
+    assert row["exp.model_title"] == "R"
+
+
+def test_7_the_ownership_rules():
+    from dlbs.results.protocol import backend_output, backend_owns
+
+    assert all(backend_owns(key) for key in ("results.time", "results.status", "results.x.y",
+                                             "exp.model_title", "exp.framework_ver",
+                                             "predict.result", "job.monitor.n1",
+                                             "job.environment.n1"))
+    assert not any(backend_owns(key) for key in (
+        "exp.model", "exp.id", "exp.log_file", "exp.trace_file", "results.use.cpu",
+        "results.log_file", "results.attempt", "runtime.results_db", "dlbs.verdict",
+        "job.other", "anything"))
+    planned = {"exp.model": "m", "exp.trace_file": "logs/a.trace.json.gz"}
+    taken, refused = backend_output(
+        {"exp.model": "m", "results.trace_file": "/work/logs/a.trace.json.gz",
+         "results.time": 1.0, "user.axis": 3}, planned)
+    assert taken == {"results.trace_file": "/work/logs/a.trace.json.gz", "results.time": 1.0}
+    assert refused == ["user.axis"]   # an echo of a parameter is no news
+    for elsewhere in ("/root/.pgpass", "logs/a.trace.json.gz", "/work/logs/b.trace.json.gz",
+                      "/work/xlogs/a.trace.json.gz", 5):
+        assert backend_output({"results.trace_file": elsewhere}, planned)[1] == [
+            "results.trace_file"], elsewhere
+    assert backend_output({"results.trace_file": "/w/logs/a.trace.json.gz"}, planned,
+                          cwd="/work")[1] == ["results.trace_file"]
+    assert backend_output({"results.trace_file": "/x.gz"}, {})[1] == ["results.trace_file"]
+
+
+def _log_lines(*lines: str) -> list[str]:
+    return [line + "\n" for line in lines]
+
+
+def test_7_a_log_is_read_by_its_parts():
+    from dlbs.results.protocol import HEADER_END, experiment_from_log, parse_lines
+
+    head = ["# dlbs 0.1.0: experiment e1, attempt 1, started 2026-01-01T00:00:00+00:00",
+            '__exp.id__="e1"', '__exp.model__="resnet18"']
+    body = ["some output", '__exp.model__="resnet50"', '__results.time__=2.0',
+            '__exp.model_title__="ResNet18"']
+    new = experiment_from_log(parse_lines(_log_lines(*head, HEADER_END, *body)))
+    assert new["exp.model"] == "resnet18" and new["exp.model_title"] == "ResNet18"
+    assert new["results.status"] == "ok"
+    # A header written before its closing line: it ends at the first line that is no
+    # parameter (or a result: the backend's first line right after the header).
+    old = experiment_from_log(parse_lines(_log_lines(*head, *body)))
+    assert old["exp.model"] == "resnet18"
+    glued = experiment_from_log(parse_lines(_log_lines(
+        *head, '__results.start_time__="t"', '__exp.model__="vgg"', "__results.time__=1")))
+    assert glued["exp.model"] == "resnet18" and glued["results.start_time"] == "t"
+    # A log without a dlbs header (DLBS's, or written by hand): every key as printed.
+    dlbs_log = experiment_from_log(parse_lines(_log_lines(*body)))
+    assert dlbs_log["exp.model"] == "resnet50"
+    # A header line further down is output like any other.
+    late = experiment_from_log(parse_lines(_log_lines("x", *head, *body)))
+    assert late["exp.model"] == "resnet50"
