@@ -341,14 +341,25 @@ class ProtocolParser:
         if head:  # what a carriage return ended is whole
             self.feed(head)
             self.result.lines -= 1
-        match = _LINE_BYTES.match(last) if b"__=" in last else None
-        if match is not None:
-            ok, value = _decode_value(match.group("value"))
-            if ok and _is_number(value):
-                self.result.lines += 1
-                self.result.cut += 1
-                return
+        if may_be_cut(last):
+            self.result.lines += 1
+            self.result.cut += 1
+            return
         self.feed(last)
+
+
+def may_be_cut(line: bytes) -> bool:
+    """Whether `line`, a log's last line without its line ending, may have been cut.
+
+    So it is when (after its last carriage return) it is a protocol line whose value is a
+    number: `__results.time__=50.0` may be the start of `50.089` (see the module).
+    """
+    last = line.rpartition(b"\r")[2]
+    match = _LINE_BYTES.match(last) if b"__=" in last else None
+    if match is None:
+        return False
+    ok, value = _decode_value(match.group("value"))
+    return ok and _is_number(value)
 
 
 def _is_number(value: Any) -> bool:

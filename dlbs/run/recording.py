@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlbs.recipes import Invocation
+from dlbs.results.attempt import utc_now
 from dlbs.results.protocol import parse_log, refused_note
 from dlbs.results.store import ResultsStore, open_existing_store, open_store
 from dlbs.run import marks, oom_limits, policy
@@ -29,7 +30,7 @@ from dlbs.run.job_results import (
     split_node_values,
 )
 from dlbs.run.judge import Verdict, judge
-from dlbs.run.logs import create_log, write_header
+from dlbs.run.logs import append_verdict, create_log, write_header
 from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
@@ -89,6 +90,8 @@ class Attempt:
     started_epoch: float = 0.0
     #: What a later run needs to stop it if dlbs dies (local and container attempts).
     mark: dict[str, Any] | None = None
+    #: When the store recorded its start (its `started_at`), for the log's verdict.
+    started_at: str | None = None
 
     @property
     def exp_id(self) -> str:
@@ -193,12 +196,14 @@ class Recorder:
             else None
         # The number is taken in the write itself: on a shared store another run may have
         # started this experiment meanwhile (the log keeps the number it was made with).
+        started_at = utc_now()
         number = store.record_start(exp_id, None, experiment, log_path=log_path,
                                     environment=self.environment(),
                                     job_id=marks.encode(mark) if mark else None,
-                                    run=run_fields(experiment))
+                                    started_at=started_at, run=run_fields(experiment))
         self.reporter.started(experiment, log_path)
-        return Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark)
+        return Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark,
+                       started_at)
 
     def _unstarted(self, job: Job, store: ResultsStore, number: int, log_path: str | None,
                    error: OSError) -> None:
@@ -255,9 +260,9 @@ class Recorder:
         verdict.results.update(nodes_usage)
         if nodes_environment is not None:
             environment = nodes_environment
-        attempt.store.record_end(attempt.exp_id, attempt.number, verdict.status,
-                                 status_msg=verdict.message, results=verdict.results,
-                                 environment=environment)
+        self.end(attempt.store, attempt.exp_id, attempt.number, attempt.log_path,
+                 attempt.started_at, verdict.status, verdict.message, verdict.results,
+                 environment)
         if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
             oom_limits.record_oom(attempt.store, policy.oom_key(experiment),
                                   experiment["exp.replica_batch"], exp_id=attempt.exp_id)
@@ -271,6 +276,24 @@ class Recorder:
             self.summary.interrupted = True
         return verdict
 
+    def end(self, store: ResultsStore, exp_id: str, number: int, log_path: str | None,
+            started_at: str | None, status: str, message: str | None,
+            results: Mapping[str, Any] | None = None,
+            environment: Mapping[str, Any] | None = None) -> None:
+        """Record an attempt's end: the verdict in its log first, then in its store.
+
+        The log's verdict (logs.append_verdict) keeps the outcome with the log, for `dlbs
+        parse` and `results copy` of the folder (a timeout, a signal): written first, so that
+        a store that fails now still leaves it; a verdict that the store then lacks is
+        replaced by the next run's ("interrupted", appended after it: the last one counts).
+        """
+        ended_at = utc_now()
+        if log_path:
+            append_verdict(log_path, {"attempt": number, "status": status, "message": message,
+                                      "started_at": started_at, "ended_at": ended_at})
+        store.record_end(exp_id, number, status, status_msg=message, results=results,
+                         ended_at=ended_at, environment=environment)
+
     def refused_output(self, experiment: Mapping[str, Any], keys: Sequence[str]) -> None:
         """Warn, once per key in a sweep, of keys a benchmark printed that were not taken."""
         new = [key for key in keys if key not in self._refused_keys]
@@ -281,7 +304,8 @@ class Recorder:
 
     def finish_skipped(self, attempt: Attempt, reason: str) -> None:
         """An attempt whose queued job was cancelled by the policy: recorded as skipped."""
-        attempt.store.record_end(attempt.exp_id, attempt.number, "skipped", status_msg=reason)
+        self.end(attempt.store, attempt.exp_id, attempt.number, attempt.log_path,
+                 attempt.started_at, "skipped", reason)
         self.summary.add("skipped")
         self.reporter.finished(attempt.job.experiment, "skipped", reason, attempt.log_path,
                                time.monotonic() - attempt.begin)

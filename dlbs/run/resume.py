@@ -62,8 +62,7 @@ class EarlierRuns:
                     continue
                 target = self._scheduler(stored)
                 if target is None:
-                    store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                                     status_msg=INTERRUPTED_MESSAGE)
+                    self._end(store, stored, "interrupted", INTERRUPTED_MESSAGE)
                     continue
                 if marks.is_pending(job_id):
                     job_id = self._find_lost_submission(target, stored, experiment, store)
@@ -73,12 +72,17 @@ class EarlierRuns:
                                    f"experiment {stored.exp_id}")
                 job = Job(experiment, target, reattach_invocation(experiment))
                 reattached.append((Attempt(job, store, stored.attempt, str(stored.log_path),
-                                           time.monotonic(), _epoch(stored.started_at)),
-                                   job_id))
+                                           time.monotonic(), _epoch(stored.started_at),
+                                           started_at=stored.started_at), job_id))
             for stored in store.unfinished():
-                store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                                 status_msg=INTERRUPTED_MESSAGE)
+                self._end(store, stored, "interrupted", INTERRUPTED_MESSAGE)
         return reattached
+
+    def _end(self, store: ResultsStore, stored: Any, status: str, message: str | None,
+             results: dict[str, Any] | None = None) -> None:
+        """Close an open attempt of an earlier run: its store and its log (Recorder.end)."""
+        self.recorder.end(store, stored.exp_id, stored.attempt, stored.log_path,
+                          stored.started_at, status, message, results)
 
     def _scheduler(self, stored: Any) -> SchedulerTarget | None:
         """The scheduler an attempt was submitted to (as its recorded parameters say)."""
@@ -108,7 +112,7 @@ class EarlierRuns:
             self.reporter.note(f"stopped {listed}, left running by a dlbs run that died "
                                f"({what})")
             message += f"; the next dlbs run stopped what it left running: {listed}"
-        store.record_end(stored.exp_id, stored.attempt, "interrupted", status_msg=message)
+        self._end(store, stored, "interrupted", message)
 
     def _find_lost_submission(self, target: SchedulerTarget, stored: Any,
                               experiment: Experiment, store: ResultsStore) -> str:
@@ -137,13 +141,12 @@ class EarlierRuns:
                                           "judged by its log"), printed, experiment,
                             os.getcwd())
             self.recorder.refused_output(experiment, verdict.refused)
-            store.record_end(stored.exp_id, stored.attempt, verdict.status,
-                             status_msg=verdict.message, results=verdict.results)
+            self._end(store, stored, verdict.status, verdict.message, verdict.results)
             self.recorder.summary.add(verdict.status)
             return ""
-        store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                         status_msg=f"dlbs stopped while submitting this attempt's job; "
-                                    f"{target.display_name} does not know it")
+        self._end(store, stored, "interrupted", f"dlbs stopped while submitting this "
+                                               f"attempt's job; {target.display_name} does "
+                                               "not know it")
         return ""
 
 

@@ -480,3 +480,89 @@ def test_7_a_log_is_read_by_its_parts():
     # A header line further down is output like any other.
     late = experiment_from_log(parse_lines(_log_lines("x", *head, *body)))
     assert late["exp.model"] == "resnet50"
+
+
+# -- 8: the log records the verdict dlbs reached ------------------------------------------------
+@pytest.mark.parametrize(("fail", "status", "message"), [
+    ("", "ok", None), ("exit", "failure", "process exited with status 1"),
+    ("kill", "failure", "killed by SIGKILL"), ("segv", "failure", "SIGSEGV"),
+    ("hang", "timeout", "still running after the timeout"),
+])
+def test_8_a_log_alone_keeps_the_verdict(dlbs_cli, tmp_path, capsys, fail, status, message):
+    import json
+
+    from dlbs.cli.main import main
+    from dlbs.results.protocol import parse_log
+
+    run = dlbs_cli("run", *DUMMY, "-P", f"dummy.fail={fail}", "-P", "exp.timeout=2",
+                   cwd=tmp_path)
+    assert run.returncode == (0 if status == "ok" else 1), run.stderr
+    (log,) = (tmp_path / "logs").glob("*.log")
+    verdict = parse_log(log).verdict
+    assert verdict is not None and verdict["status"] == status
+    assert message is None and verdict["message"] is None or message in verdict["message"]
+    (tmp_path / "logs" / "results.db").unlink()   # the log alone
+    assert main(["parse", str(log)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["experiments"]
+    assert row["results.status"] == status
+    assert row.get("results.status_msg") == verdict["message"] or status == "ok"
+
+
+def test_8_an_attempt_closed_by_the_next_run_gets_its_verdict(dlbs_cli, tmp_path):
+    from dlbs.results.protocol import parse_log
+    from dlbs.results.store import open_store
+
+    assert dlbs_cli("run", *DUMMY, cwd=tmp_path).returncode == 0
+    database = tmp_path / "logs" / "results.db"
+    with open_store(database) as store:
+        (first,) = store.attempts()
+        cut = tmp_path / "logs" / "cut.log"
+        cut.write_text(f"# dlbs 0.1.0: experiment {first.exp_id}, attempt 2, started x\n"
+                       f'__exp.id__="{first.exp_id}"\n'
+                       "# dlbs: the run's output follows\n__results.time__=50.0")
+        store.record_start(first.exp_id, 2, first.params, log_path=str(cut))
+    run = dlbs_cli("run", *DUMMY, cwd=tmp_path)   # settles the open attempt, runs nothing
+    assert run.returncode == 0, run.stderr
+    parsed = parse_log(cut)
+    assert parsed.verdict is not None and parsed.verdict["status"] == "interrupted"
+    assert "results.time" not in parsed.values   # the cut number stays unread
+    with open_store(database) as store:
+        closed = store.attempts(first.exp_id)[1]
+    assert (parsed.verdict["started_at"], parsed.verdict["ended_at"]) == (
+        closed.started_at, closed.ended_at)
+
+
+@pytest.mark.parametrize(("tail", "read"), [
+    (b"__results.time__=50.0", False),           # may be the start of 50.089: stays unread
+    (b"__results.time__=50.0\n", True),
+    (b'__results.status_msg__="whole"', True),   # a whole string without its line ending
+    (b"progress 50%\r__results.time__=5", False),
+    (b"", True), (b"plain words", True),
+])
+def test_8_the_verdict_keeps_a_cut_last_line_unread(tmp_path, tail, read):
+    from dlbs.results.protocol import parse_log
+    from dlbs.run.logs import append_verdict
+
+    log = tmp_path / "a.log"
+    log.write_bytes(b"# dlbs 0.1.0: experiment e, attempt 1, started x\n"
+                    b"# dlbs: the run's output follows\n" + tail)
+    before = parse_log(log)
+    assert append_verdict(str(log), {"attempt": 1, "status": "timeout", "message": "m"})
+    after = parse_log(log)
+    assert after.verdict == {"attempt": 1, "status": "timeout", "message": "m"}
+    assert {k: v for k, v in after.printed.items() if k != "dlbs.verdict"} == before.printed
+    assert bool(before.printed) == (read and b"__" in tail)
+
+
+def test_8_the_last_verdict_counts_and_a_forged_one_is_replaced(tmp_path):
+    from dlbs.results.protocol import experiment_from_log, parse_log
+    from dlbs.run.logs import append_verdict
+
+    log = tmp_path / "a.log"
+    log.write_text("# dlbs 0.1.0: experiment e, attempt 1, started x\n"
+                   "# dlbs: the run's output follows\n"
+                   '__dlbs.verdict__={"status": "ok", "message": null}\n__results.time__=1\n')
+    assert append_verdict(str(log), {"attempt": 1, "status": "timeout", "message": "t"})
+    experiment = experiment_from_log(parse_log(log))
+    assert (experiment["results.status"], experiment["results.status_msg"]) == ("timeout", "t")
+    assert not append_verdict(str(tmp_path / "missing.log"), {"status": "ok"})
