@@ -184,7 +184,7 @@ class StoreReads(SqlStore):
                         self.location, {"exp_id": exp_id, "attempt": attempt,
                                         "environment": environment_text})["environment"]
                 experiment = flatten(row["params"], row["summary"], exp_id, attempt, status,
-                                     status_msg, log_path, started_at, ended_at)
+                                     status_msg, log_path, started_at, ended_at, environment)
                 found.append(StoredSummary(experiment, environment,
                                            stats.unpack_samples(_bytes(blob)), started_at,
                                            ended_at, rowid))

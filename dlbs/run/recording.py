@@ -197,7 +197,8 @@ class Recorder:
         # The number is taken in the write itself: on a shared store another run may have
         # started this experiment meanwhile (the log keeps the number it was made with).
         started_at = utc_now()
-        number = store.record_start(exp_id, None, experiment, log_path=log_path,
+        # The store keeps where the log is from anywhere (a reader may run in another folder).
+        number = store.record_start(exp_id, None, experiment, log_path=os.path.abspath(log_path),
                                     environment=self.environment(),
                                     job_id=marks.encode(mark) if mark else None,
                                     started_at=started_at, run=run_fields(experiment))
@@ -212,7 +213,8 @@ class Recorder:
         where = log_path or str(experiment["exp.log_file"])
         reason = f"could not start: cannot write its log {where}: {error.strerror or error}"
         store.record_attempt(experiment["exp.id"], None, experiment, "failure",
-                             status_msg=reason, log_path=log_path,
+                             status_msg=reason,
+                             log_path=os.path.abspath(log_path) if log_path else None,
                              environment=self.environment(), run=run_fields(experiment))
         self.summary.add("failure")
         self.summary.failures.append((experiment, "failure", reason, log_path))

@@ -566,3 +566,164 @@ def test_8_the_last_verdict_counts_and_a_forged_one_is_replaced(tmp_path):
     experiment = experiment_from_log(parse_log(log))
     assert (experiment["results.status"], experiment["results.status_msg"]) == ("timeout", "t")
     assert not append_verdict(str(tmp_path / "missing.log"), {"status": "ok"})
+
+
+# -- issue 30 section 2, third bullet: parse FOLDER gives the keys report FOLDER reads ---------
+MONITORED = [*DUMMY, "-P", "dummy.sleep=0.02", "-P", "monitor.frequency=0.01", "-P",
+             "dummy.busy=true", "-V", "exp.replica_batch=[2, 4]", "-P", "runtime.run_tag=t1"]
+
+
+@pytest.fixture
+def monitored_folder(dlbs_cli, tmp_path) -> Path:
+    run = dlbs_cli("run", *MONITORED, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    return tmp_path / "logs"
+
+
+def _parsed(capsys, *argv: str) -> list[dict]:
+    import json
+
+    from dlbs.cli.main import main
+
+    assert main(["parse", *argv]) == 0
+    return json.loads(capsys.readouterr().out)["experiments"]
+
+
+def test_30_parse_of_a_folder_gives_what_report_reads(monitored_folder, capsys):
+    from dlbs.report.inputs import load_inputs
+
+    rows = _parsed(capsys, str(monitored_folder))
+    assert len(rows) == 2
+    parsed_keys = set.intersection(*(set(row) for row in rows))
+    attempts = load_inputs([str(monitored_folder)])
+    report_keys = set(attempts.keys())
+    assert report_keys <= parsed_keys, report_keys - parsed_keys
+    for row in rows:
+        assert row["env.host"] and row["env.cpu_model"], row   # the environment
+        assert row["results.use.cpu_mean"] >= 0 and "results.use.cpu_max" in row   # monitor
+        assert "results.energy_unavailable" in row or "results.energy_j" in row    # energy
+        assert row["runtime.run_tag"] == "t1" and row["results.log_file"].startswith("/")
+    # The same values the report shows, key by key (the numbers it reads are the summary's).
+    for key in ("results.use.cpu_mean", "results.time_median", "env.cpu_model"):
+        column = attempts.column(key) if not key.startswith("results.") else None
+        if column is not None:
+            shown = {str(value) for value in column.values if value is not None}
+            assert shown == {str(row[key]) for row in rows}
+    # And the database named alone gives the same keys for its newest attempts.
+    alone = _parsed(capsys, str(monitored_folder / "results.db"))
+    assert {row["exp.id"]: row for row in alone} == {row["exp.id"]: row for row in rows}
+
+
+def test_30_a_folder_is_its_database_then_the_logs_it_lacks(monitored_folder, capsys):
+    extra = monitored_folder / "sub" / "copied_in.log"
+    extra.parent.mkdir()
+    extra.write_text('__exp.id__="hand"\n__exp.model__="m"\n__results.time__=2.0\n')
+    rows = _parsed(capsys, str(monitored_folder))
+    assert sorted(row["exp.id"] for row in rows)[-1] == "hand" and len(rows) == 3
+    hand = next(row for row in rows if row["exp.id"] == "hand")
+    assert hand["results.status"] == "ok" and not any(k.startswith("env.") for k in hand)
+
+
+def test_30_logs_the_database_names_relatively_are_known(monitored_folder, capsys):
+    """Rows of an older dlbs kept log paths relative to where the run was started."""
+    import sqlite3
+
+    database = monitored_folder / "results.db"
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE attempts SET log_path = 'logs/' || "
+                     "substr(log_path, length(run_folder) + 2)")
+        assert all(not path.startswith("/") for (path,) in
+                   conn.execute("SELECT log_path FROM attempts"))
+    conn.close()
+    rows = _parsed(capsys, str(monitored_folder))
+    assert len(rows) == 2   # each attempt once: its log is the row's
+
+
+# -- issue 33 item 1: results copy reads a folder as report does ---------------------------
+def test_33_a_copy_of_a_folder_keeps_everything_its_database_has(monitored_folder, tmp_path,
+                                                                  capsys):
+    from dlbs.cli.main import main
+    from dlbs.results.store import open_store
+
+    copy = tmp_path / "copy.db"
+    assert main(["results", "copy", str(monitored_folder), str(copy)]) == 0
+    assert "copied 2 attempt(s)" in capsys.readouterr().err
+    with open_store(monitored_folder / "results.db") as original, open_store(copy) as copied:
+        for before, after in zip(original.attempts(), copied.attempts(), strict=True):
+            assert after.environment == before.environment and after.environment["host"]
+            assert (after.run_tag, after.run_host, after.run_folder) == (
+                before.run_tag, before.run_host, before.run_folder) == (
+                "t1", before.environment["host"], str(monitored_folder))
+            assert after.results["results.use.cpu"] == before.results["results.use.cpu"]
+            assert after.summary == before.summary
+            assert after.log_path == before.log_path and os.path.isabs(after.log_path)
+    reports = []
+    for argv in (["report", str(copy), "--format", "json"],
+                 ["report", str(monitored_folder), "--format", "json"]):
+        assert main(argv) == 0
+        reports.append(capsys.readouterr().out)
+    assert reports[0] == reports[1]
+    # One experiment is one configuration, whatever store it is read from.
+    assert _parsed(capsys, str(copy)) == _parsed(capsys, str(monitored_folder / "results.db"))
+    assert main(["results", "copy", str(monitored_folder), str(copy)]) == 0
+    assert "copied 0 attempt(s)" in capsys.readouterr().err
+
+
+def _hand_log(path: Path, time_ms: float, extra: str = "") -> None:
+    path.write_text(f'__exp.id__="e1"\n__exp.model__="m"\n__results.time__={time_ms}\n{extra}')
+
+
+def test_33_logs_without_an_end_time_are_told_apart_by_their_content(tmp_path):
+    from dlbs.results.copying import copy_results
+    from dlbs.results.store import open_store
+
+    folder = tmp_path / "dlbs-logs"
+    folder.mkdir()
+    _hand_log(folder / "a.log", 2.0)
+    _hand_log(folder / "b.log", 3.0)
+    _hand_log(folder / "c.log", 2.0, '__results.status__="failure"\n')
+    for log in folder.iterdir():   # one second, as a tar or a copy leaves them
+        os.utime(log, (1_700_000_000, 1_700_000_000))
+    store = str(tmp_path / "store.db")
+    first = copy_results(str(folder), store)
+    assert (first.copied, first.already_there) == (3, 0)
+    again = copy_results(str(folder), store)
+    assert (again.copied, again.already_there) == (0, 3)
+    # The same log elsewhere (a copy of the folder, other times) is the same attempt.
+    other = tmp_path / "other"
+    other.mkdir()
+    _hand_log(other / "again.log", 3.0)
+    _hand_log(other / "new.log", 4.0)
+    third = copy_results(str(other), store)
+    assert (third.copied, third.already_there) == (1, 1)
+    with open_store(store) as reader:
+        assert [a.attempt for a in reader.attempts("e1")] == [1, 2, 3, 4]
+
+
+# -- issue 34 item 8: results copy LOG_FOLDER keeps outcomes; its own store gains nothing ----
+def test_34_8_copies_of_a_folder_keep_outcomes_and_add_nothing_twice(dlbs_cli, tmp_path,
+                                                                     capsys):
+    from dlbs.cli.main import main
+    from dlbs.results.store import open_store
+
+    run = dlbs_cli("run", *DUMMY, "-V", 'dummy.fail=["", "kill", "hang", "exit", "segv"]',
+                   "-P", "exp.timeout=2", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    logs = tmp_path / "logs"
+    with open_store(logs / "results.db") as store:
+        recorded = sorted((a.exp_id, a.status, a.status_msg) for a in store.attempts())
+    assert {status for _, status, _ in recorded} == {"ok", "failure", "timeout"}
+    # Into its own store: nothing new.
+    assert main(["results", "copy", str(logs), str(logs)]) == 0
+    assert "copied 0 attempt(s)" in capsys.readouterr().err
+    # The logs alone (the database moved away) into another store: the outcomes as recorded.
+    (logs / "results.db").rename(tmp_path / "moved.db")
+    assert main(["results", "copy", str(logs), str(tmp_path / "fresh.db")]) == 0
+    with open_store(tmp_path / "fresh.db") as fresh:
+        assert sorted((a.exp_id, a.status, a.status_msg)
+                      for a in fresh.attempts()) == recorded
+    # ... and into the database they came from: every attempt is already there.
+    assert main(["results", "copy", str(logs), str(tmp_path / "moved.db")]) == 0
+    assert "copied 0 attempt(s) from" in capsys.readouterr().err
+    with open_store(tmp_path / "moved.db") as moved:
+        assert len(moved.attempts()) == len(recorded)
