@@ -16,7 +16,6 @@ import contextlib
 import csv
 import io
 import os
-import stat
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -33,7 +32,9 @@ from dlbs.history import render as history_render
 from dlbs.report import REPORT_TYPES, Options, build_report, render
 from dlbs.report.render import header_lines, layout
 from dlbs.report.select import Filter, as_text, matching
+from dlbs.results.attempt_files import NotShown, attempt_log, attempt_trace
 from dlbs.results.columns import Record
+from dlbs.results.store import is_store_url
 from dlbs.util.credentials import mask_text
 from dlbs.web import charts
 from dlbs.web.data import Reader, StoreData
@@ -59,6 +60,9 @@ def create_app(location: str) -> Starlette:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     store = StoreData(location)
+    # Where an SQLite store's run folders may be now: a folder copied with its logs.
+    store_folder = None if is_store_url(location) else \
+        os.path.dirname(os.path.abspath(location))
     templates = Environment(loader=PackageLoader("dlbs.web", "templates"),
                             autoescape=select_autoescape(("html", "j2")),
                             trim_blocks=True, lstrip_blocks=True)
@@ -203,7 +207,7 @@ def create_app(location: str) -> Starlette:
             return page("error.html.j2", 404, heading="No such experiment",
                         message=f"the store holds no experiment {exp_id}")
         return page("experiment.html.j2", heading=f"Experiment {exp_id}", attempts=attempts,
-                    **_experiment_details(attempts[-1]))
+                    **_experiment_details(attempts[-1], store_folder))
 
     routes = [Route("/", handler(runs)), Route("/experiments", handler(experiments)),
               Route("/report", handler(report)), Route("/compare", handler(compare)),
@@ -265,7 +269,7 @@ def _history(data: Reader, query: dict[str, str]) -> tuple[Any, list[Any], float
     return found, check(found, max(window, 1), max(z, 0.0), min_change), min_change
 
 
-def _experiment_details(newest: Any) -> dict[str, Any]:
+def _experiment_details(newest: Any, store_folder: str | None = None) -> dict[str, Any]:
     """The newest attempt's results, monitor chart, trace summary and log, for its page."""
     from markupsafe import Markup
 
@@ -286,51 +290,51 @@ def _experiment_details(newest: Any) -> dict[str, Any]:
         details["monitor_svg"] = Markup(charts.inline_svg(figure))
     except DlbsError as error:
         details["monitor_note"] = error.message
-    details.update(_trace(newest.results.get("results.trace_file"), newest.log_path))
-    details.update(_log(newest.log_path))
+    try:   # only the attempt's own files, inside its run folder (attempt_files.py)
+        log = attempt_log(newest.exp_id, newest.log_path, newest.run_folder, store_folder)
+    except NotShown as why:
+        details.update(log_text=None, log_note=str(why), trace_note="no trace shown: " +
+                       ("its log is not shown" if newest.log_path else "the attempt has no log"))
+        return details
+    details.update(_log(log))
+    details.update(_trace(newest.exp_id, log, newest.run_folder, store_folder))
     return details
 
 
-def _trace(trace: Any, named_in: str | None) -> dict[str, Any]:
-    if not isinstance(trace, str) or not trace:
-        return {"trace_note": "no trace (run with exp.trace_level set: docs/tracing.md)"}
-    path = trace if os.path.isabs(trace) or not named_in else \
-        next((p for p in (trace, os.path.join(os.path.dirname(named_in), trace))
-              if os.path.isfile(p)), trace)
-    if not _regular(path):
-        return {"trace_note": f"the trace file {trace} is not here"}
+def _trace(exp_id: str, log: str, run_folder: str, store_folder: str | None) -> dict[str, Any]:
+    """The summary of the trace the attempt's log names (attempt_files.attempt_trace)."""
+    try:
+        path = attempt_trace(exp_id, log, run_folder, store_folder)
+    except NotShown as why:
+        return {"trace_note": str(why)}
     from dlbs.traces.reader import TraceFile
     from dlbs.traces.views import view
 
     try:
-        table = view("summary", TraceFile(path))
+        trace = TraceFile(path)
+        if not trace.metadata():   # a file of the run folder that is no trace dlbs wrote
+            return {"trace_note": f"{path} is not shown: it is not a trace dlbs wrote"}
+        table = view("summary", trace)
     except DlbsError as error:
-        return {"trace_note": f"cannot read the trace {trace}: {error.message}"}
+        return {"trace_note": f"cannot read the trace {path}: {error.message}"}
     lines = ["\t".join(table.columns)]
     lines += ["\t".join(_short(row.get(column)) for column in table.columns)
               for row in table.rows]
     return {"trace_text": "\n".join([*lines, *table.notes])}
 
 
-def _log(log_path: str | None) -> dict[str, Any]:
-    if not log_path:
-        return {"log_text": None, "log_note": "the attempt has no log"}
-    if not _regular(log_path):
-        return {"log_text": None, "log_note": f"the log {log_path} is not on this machine"}
-    with open(log_path, "rb") as stream:
-        size = os.fstat(stream.fileno()).st_size
-        stream.seek(max(0, size - LOG_TAIL_BYTES))
-        text = stream.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+def _log(log_path: str) -> dict[str, Any]:
+    """The end of the attempt's log (attempt_files.attempt_log found it)."""
+    try:
+        with open(log_path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            stream.seek(max(0, size - LOG_TAIL_BYTES))
+            text = stream.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+    except OSError as error:
+        return {"log_text": None, "log_note": f"cannot read {log_path}: {error.strerror}"}
     note = log_path if size <= LOG_TAIL_BYTES else \
         f"{log_path}: its last {LOG_TAIL_BYTES // 1024} KiB of {size // 1024} KiB"
     return {"log_text": text, "log_note": note}
-
-
-def _regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def _short(value: Any, limit: int = 2000) -> str:

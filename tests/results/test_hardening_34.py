@@ -727,3 +727,170 @@ def test_34_8_copies_of_a_folder_keep_outcomes_and_add_nothing_twice(dlbs_cli, t
     assert "copied 0 attempt(s) from" in capsys.readouterr().err
     with open_store(tmp_path / "moved.db") as moved:
         assert len(moved.attempts()) == len(recorded)
+
+
+# -- 34 item 1 and 33 item 3: serve shows an attempt's own log and trace, from anywhere ------
+SECRET_TEXT = "machine db login secret-0xC0FFEE"
+
+
+@pytest.fixture
+def traced_folder(dlbs_cli, tmp_path) -> Path:
+    """A run of two experiments, the first traced, in tmp_path/run (logs in run/logs)."""
+    where = tmp_path / "run"
+    where.mkdir()
+    run = dlbs_cli("run", *DUMMY, "-V", "exp.replica_batch=[2, 4]", "-E",
+                   '{"condition": {"exp.replica_batch": 2}, "parameters": '
+                   '{"exp.trace_level": "step", "exp.trace_batches": 1}}', cwd=where)
+    assert run.returncode == 0, run.stderr
+    return where / "logs"
+
+
+def _page(location: str, exp_id: str) -> str:
+    from helpers_results import http_get, serve_in_process
+
+    with serve_in_process(location) as base:
+        status, _, body = http_get(base, f"/experiment/{exp_id}")
+    assert status == 200, body[body.find("<h1>"):][:800]
+    return body
+
+
+def _rows(database: Path) -> list[tuple[str, str, str]]:
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        rows = conn.execute("SELECT exp_id, log_path, run_folder FROM attempts "
+                            "ORDER BY exp_id").fetchall()
+    conn.close()
+    return rows
+
+
+def _set(database: Path, exp_id: str, **columns: object) -> None:
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        for column, value in columns.items():
+            conn.execute(f"UPDATE attempts SET {column} = ? WHERE exp_id = ?", (value, exp_id))
+    conn.close()
+
+
+def test_3_serve_shows_the_log_and_trace_from_any_folder(traced_folder, monkeypatch, tmp_path):
+    import sqlite3
+
+    database = traced_folder / "results.db"
+    rows = _rows(database)
+    assert all(os.path.isabs(log) for _, log, _ in rows)   # absolute in the store
+    with sqlite3.connect(database) as conn:
+        traced = conn.execute("SELECT exp_id FROM attempts WHERE results LIKE "
+                              "'%results.trace_file%'").fetchone()[0]
+    conn.close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    body = _page(str(database), traced)
+    assert "done: 2 batches" in body and 'id="log"' in body
+    assert 'id="trace"' in body
+    # Rows of an older dlbs: a path relative to where the run was started.
+    for exp_id, log, folder in rows:
+        _set(database, exp_id, log_path=os.path.relpath(log, folder.rsplit("/", 1)[0]))
+    assert all(not os.path.isabs(log) for _, log, _ in _rows(database))
+    body = _page(str(database), traced)
+    assert "done: 2 batches" in body and 'id="trace"' in body
+
+
+def test_3_a_folder_moved_with_its_store_still_shows_its_logs(traced_folder, tmp_path):
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.copytree(traced_folder, moved)
+    shutil.rmtree(traced_folder)
+    (exp_id, _, _), _ = _rows(moved / "results.db")
+    body = _page(str(moved / "results.db"), exp_id)
+    assert "done: 2 batches" in body and str(moved) in body
+
+
+def _secret(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    secret = home / ".pgpass"
+    secret.write_text(f"# dlbs 0.1.0: experiment x, attempt 1\n{SECRET_TEXT}\n")
+    return secret
+
+
+@pytest.mark.parametrize("forgery", [
+    "pgpass", "pgpass in its folder", "relative out", "root folder", "link inside",
+    "another experiment's log", "fifo", "folder", "no run folder", "device",
+])
+def test_34_1_a_row_naming_another_file_shows_nothing_but_why(traced_folder, tmp_path,
+                                                              forgery):
+    database = traced_folder / "results.db"
+    (exp_id, own_log, folder), (other_id, other_log, _) = _rows(database)
+    secret = _secret(tmp_path)
+    forged = {
+        "pgpass": {"log_path": str(secret)},
+        "pgpass in its folder": {"log_path": str(secret), "run_folder": str(secret.parent)},
+        "relative out": {"log_path": os.path.relpath(secret, folder)},
+        "root folder": {"log_path": str(secret), "run_folder": "/"},
+        "another experiment's log": {"log_path": other_log},
+        "fifo": {"log_path": str(traced_folder / "pipe.log")},
+        "folder": {"log_path": folder},
+        "no run folder": {"run_folder": None},
+        "device": {"log_path": "/dev/zero", "run_folder": "/dev"},
+    }
+    if forgery == "link inside":
+        (traced_folder / "link.log").symlink_to(secret)
+        forged["link inside"] = {"log_path": str(traced_folder / "link.log")}
+    if forgery == "fifo":
+        os.mkfifo(traced_folder / "pipe.log")
+    _set(database, exp_id, **forged[forgery])
+    body = _page(str(database), exp_id)
+    assert SECRET_TEXT not in body and 'id="log"' not in body
+    assert "is not shown" in body or "has no run folder" in body or "not on this" in body
+    assert 'id="trace"' not in body
+    assert "done: 2 batches" in _page(str(database), other_id)   # the other row is shown
+
+
+def test_34_1_the_trace_is_the_one_its_log_names(traced_folder, tmp_path):
+    import sqlite3
+
+    database = traced_folder / "results.db"
+    secret = _secret(tmp_path)
+    with sqlite3.connect(database) as conn:
+        exp_id, results = conn.execute(
+            "SELECT exp_id, results FROM attempts WHERE results LIKE '%trace_file%'").fetchone()
+        # The row's results.trace_file is not what is shown: the log's is.
+        conn.execute("UPDATE attempts SET results = replace(results, ?, ?) WHERE exp_id = ?",
+                     (__import__("json").loads(results)["results.trace_file"], str(secret),
+                      exp_id))
+    conn.close()
+    assert 'id="trace"' in _page(str(database), exp_id)
+    # A trace replaced by another file (a log, a key) is not shown as one.
+    (trace,) = traced_folder.glob("*.trace.json.gz")
+    trace.write_text(SECRET_TEXT)
+    body = _page(str(database), exp_id)
+    assert SECRET_TEXT not in body and 'id="trace"' not in body
+    assert "not shown" in body or "cannot read the trace" in body
+    trace.unlink()
+    trace.symlink_to(secret)   # a link out of the run folder
+    body = _page(str(database), exp_id)
+    assert SECRET_TEXT not in body
+    assert "only files inside the attempt&#39;s run folder" in body
+
+
+def test_34_1_the_rules_in_one_place(tmp_path):
+    from dlbs.results.attempt_files import NotShown, attempt_log, resolve_log_path
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "a.log"
+    log.write_text("# dlbs 0.1.0: experiment e1, attempt 1, started t\n")
+    assert attempt_log("e1", str(log), str(folder)) == str(log)
+    assert attempt_log("e1", "logs/a.log", str(folder)) == str(log)
+    for exp_id, path, run in [("e2", str(log), str(folder)), ("e1", None, str(folder)),
+                              ("e1", str(log), "logs"), ("e1", "a.log", None),
+                              ("e1", "../logs/a.log", str(folder / "sub"))]:
+        with pytest.raises(NotShown):
+            attempt_log(exp_id, path, run)
+    assert resolve_log_path("logs/x.log", "/home/me/bench/logs") == "/home/me/bench/logs/x.log"
+    assert resolve_log_path("x.log", "/home/me") == "/home/me/x.log"
+    assert resolve_log_path("/abs/x.log", None) == "/abs/x.log"
+    assert resolve_log_path("x.log", None) is None
