@@ -19,6 +19,7 @@ import posixpath
 import stat
 
 from dlbs.results.protocol import HEADER_START, TRACE_KEY, parse_log
+from dlbs.util.regular_files import head
 
 
 def log_path_candidates(log_path: str | None, run_folder: str | None) -> list[str]:
@@ -97,11 +98,11 @@ def attempt_log(exp_id: str, log_path: str | None, run_folder: str | None,
                        "recorded (it was stored before dlbs recorded runs), and only a log "
                        "inside its attempt's run folder is shown")
     found = _inside(log_path_candidates(log_path, run_folder), run_folder, moved_to, log_path)
-    try:
-        with open(found, "rb") as stream:
-            first = stream.readline(4096).decode("utf-8", "replace").rstrip("\r\n")
+    try:   # never waits on a FIFO put there since it was looked at
+        first = head(found, 4096).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
     except OSError as error:
-        raise NotShown(f"the log {log_path} cannot be read: {error.strerror}") from None
+        raise NotShown(f"the log {log_path} cannot be read: "
+                       f"{error.strerror or 'not a regular file'}") from None
     if not (HEADER_START.match(first) and first.split(": experiment ", 1)[1]
             .startswith(f"{exp_id},")):
         raise NotShown(f"{log_path} is not shown: it is not the log dlbs run wrote for "

@@ -325,8 +325,8 @@ def _trace(exp_id: str, log: str, run_folder: str, store_folder: str | None) -> 
 
 def _log(log_path: str) -> dict[str, Any]:
     """The end of the attempt's log (attempt_files.attempt_log found it)."""
-    try:
-        with open(log_path, "rb") as stream:
+    try:   # O_NONBLOCK: a FIFO put there since it was checked is never waited on
+        with os.fdopen(os.open(log_path, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
             size = os.fstat(stream.fileno()).st_size
             stream.seek(max(0, size - LOG_TAIL_BYTES))
             text = stream.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
