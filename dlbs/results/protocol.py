@@ -48,7 +48,7 @@ import orjson
 from dlbs.config.limits import MAX_LINE_BYTES
 from dlbs.config.names import PROGRESS_KEY
 from dlbs.errors import ResultsError
-from dlbs.util.exact_json import has_long_digits
+from dlbs.util.exact_json import has_long_digits, unicode_only
 
 # Statuses the engine records (docs/backends/protocol.md section 6); a backend prints ok or
 # failure.
@@ -202,8 +202,8 @@ def _decode_value(raw: bytes | str) -> tuple[bool, Any]:
             return True, orjson.loads(raw)
         except orjson.JSONDecodeError:
             pass
-    try:
-        return True, json.loads(raw)
+    try:   # a string of a lone surrogate ("\ud800") is no text: counted as not JSON
+        return True, unicode_only(json.loads(raw))
     except (ValueError, UnicodeDecodeError, RecursionError):  # deeper than any result
         return False, None
 
