@@ -894,3 +894,31 @@ def test_34_1_the_rules_in_one_place(tmp_path):
     assert resolve_log_path("x.log", "/home/me") == "/home/me/x.log"
     assert resolve_log_path("/abs/x.log", None) == "/abs/x.log"
     assert resolve_log_path("x.log", None) is None
+
+
+# -- found by the fuzz suite: a lone surrogate is no text ---------------------------------------
+@pytest.mark.parametrize("value", ['"\\ud800"', '"a\\udcffb"', '["x", "\\udfff"]',
+                                   '{"k": "\\ud800", "n": 12345678901234567890}'])
+def test_12_a_lone_surrogate_in_a_log_or_a_row_is_no_json(tmp_path, capsys, value):
+    import sqlite3
+
+    from dlbs.cli.main import main
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.log").write_text(f'__exp.id__="s1"\n__exp.model__={value}\n'
+                                  f"__results.time__=1.0\n__results.note__={value}\n")
+    assert main(["parse", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert "2 protocol line(s) with a value that is not JSON" in captured.err
+    assert main(["results", "copy", str(folder), str(tmp_path / "a.db")]) == 0
+    capsys.readouterr()
+    _stored_attempt(str(tmp_path / "b.db"))
+    with sqlite3.connect(tmp_path / "b.db") as conn:
+        conn.execute("UPDATE attempts SET params = ? WHERE exp_id = 'bad'",
+                     (f'{{"exp.model": {value}, "n": 12345678901234567890}}',))
+    conn.close()
+    for argv in (["parse", str(tmp_path / "b.db")],
+                 ["results", "copy", str(tmp_path / "b.db"), str(tmp_path / "c.db")]):
+        error = _one_error_or_fine(capsys, argv)
+        assert "the row of experiment bad, attempt 1: its params is not JSON" in error
