@@ -7,6 +7,7 @@ defect, in-process otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -277,9 +278,27 @@ def _one_error_or_fine(capsys, argv: list[str]) -> str:
     return captured.err if status else ""
 
 
-@pytest.mark.parametrize(("column", "text"), MALFORMED)
-def test_11_a_malformed_row_is_one_error_naming_it(store_location, tmp_path, capsys, column,
-                                                   text):
+# Every malformation in SQLite; in PostgreSQL (the same reads, other drivers) one of each column.
+MALFORMED_CASES = [pytest.param("sqlite", column, text, id=f"sqlite-{column}-{text}")
+                   for column, text in MALFORMED] + [
+    pytest.param("postgresql", column, text, id=f"postgresql-{column}-{text}",
+                 marks=pytest.mark.postgres)
+    for column, text in (MALFORMED[0], MALFORMED[5], MALFORMED[8], MALFORMED[11])]
+
+
+@pytest.mark.parametrize(("kind", "column", "text"), MALFORMED_CASES)
+def test_11_a_malformed_row_is_one_error_naming_it(tmp_path, capsys, kind, column, text):
+    from helpers_results import postgres_store_url
+
+    with contextlib.ExitStack() as stack:
+        location = str(tmp_path / "store.db") if kind == "sqlite" else \
+            stack.enter_context(postgres_store_url())
+        _malformed_row_readers(location, tmp_path, capsys, column, text)
+
+
+def _malformed_row_readers(location: str, tmp_path: Path, capsys, column: str,
+                           text: str) -> None:
+    store_location = location
     _stored_attempt(store_location)
     _set_column(store_location, column, text)
     for name, argv in _readers(store_location, tmp_path).items():
