@@ -7,7 +7,8 @@
 - A results database (SQLite) needs the experiment's id (`--id`), unless one experiment
   alone has a trace; its newest attempt that wrote a trace gives `results.trace_file`.
 - Anything else is read as a log: its `results.trace_file` line, which the backend prints
-  once it has written the trace.
+  once it has written the trace (in a log of dlbs, only when it names the planned trace:
+  results.protocol.backend_output).
 A relative path in a log or a database is found from the current folder first, then from the
 folder of the log or database.
 """
@@ -119,7 +120,8 @@ def _looks_like_trace(path: str) -> bool:
 
 
 def _from_log(path: str) -> Located:
-    values = parse_log(path).values
+    parsed = parse_log(path)
+    values = {**(parsed.header or {}), **parsed.output()[0]}   # a trace elsewhere is no trace
     trace = values.get(TRACE_KEY)
     if not isinstance(trace, str) or not trace:
         level = values.get("exp.trace_level")

@@ -941,3 +941,18 @@ def test_12_a_lone_surrogate_in_a_log_or_a_row_is_no_json(tmp_path, capsys, valu
                  ["results", "copy", str(tmp_path / "b.db"), str(tmp_path / "c.db")]):
         error = _one_error_or_fine(capsys, argv)
         assert "the row of experiment bad, attempt 1: its params is not JSON" in error
+
+
+def test_7_trace_of_a_log_reads_only_the_planned_trace(tmp_path, capsys):
+    from dlbs.cli.main import main
+    from dlbs.results.protocol import HEADER_END
+
+    secret = _secret(tmp_path)
+    log = tmp_path / "a.log"
+    log.write_text("# dlbs 0.1.0: experiment e1, attempt 1, started t\n"
+                   '__exp.id__="e1"\n__exp.trace_level__="step"\n'
+                   f'__exp.trace_file__="logs/a.trace.json.gz"\n{HEADER_END}\n'
+                   f'__results.trace_file__="{secret}"\n__results.time__=1.0\n')
+    assert main(["trace", str(log)]) == 2
+    error = capsys.readouterr().err
+    assert "names no trace file" in error and SECRET_TEXT not in error
