@@ -8,12 +8,17 @@ Both run with one DLBS_ROOT and DLBS_CONFIGS (the first checkout's), since a che
 path is a value of its plans.
 
     python bench/plan_identity.py /path/to/checkout-a /path/to/checkout-b
+
+With `--ids`, each checkout plans with its own configs and only the experiment ids of the
+jsonl plans are compared: a change of the default configs (a new parameter, a new computed
+default) must leave every existing experiment's id as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -99,16 +104,34 @@ def run(checkout: Path, arguments: list[str], env: dict[str, str]) -> tuple[int,
     return done.returncode, done.stdout, done.stderr
 
 
+def ids_of(result: tuple[int, bytes, bytes]) -> tuple[int, bytes, bytes]:
+    """A jsonl plan's experiment ids, one a line (other formats and errors: as they are)."""
+    status, out, err = result
+    try:
+        ids = [json.loads(line)["exp.id"] for line in out.splitlines() if line.strip()]
+    except (ValueError, KeyError, TypeError):
+        return result
+    return status, "\n".join(map(str, ids)).encode() + b"\n", b""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
+    parser.add_argument("--ids", action="store_true",
+                        help="each checkout's own configs; compare the experiment ids only")
     args = parser.parse_args()
     a, b = args.a.resolve(), args.b.resolve()
     env = dict(os.environ, DLBS_ROOT=str(a), DLBS_CONFIGS=str(a / "configs"))
+    env_b = dict(os.environ, DLBS_ROOT=str(a), DLBS_CONFIGS=str(b / "configs")) if args.ids \
+        else env
     different = 0
     for name, arguments in cases(a):
-        first, second = run(a, arguments, env), run(b, arguments, env)
+        if args.ids and "jsonl" not in arguments:
+            continue
+        first, second = run(a, arguments, env), run(b, arguments, env_b)
+        if args.ids:
+            first, second = ids_of(first), ids_of(second)
         same = first == second
         different += not same
         lines = first[1].count(b"\n")

@@ -6,12 +6,40 @@ them all (docs/evaluation.md, "Several GPUs").
 
 from __future__ import annotations
 
+import os
+
 from dlbs.recipes.recipe import Experiment, Recipe, register_recipe
+
+#: The file that makes a folder a Caffe LMDB (pytorch.data_backend caffe_lmdb).
+LMDB_FILE = "data.mdb"
 
 
 @register_recipe("pytorch")
 class PyTorchRecipe(Recipe):
     container_folder = "pytorch_benchmarks"
+
+    def data_problem(self, experiment: Experiment, folder: str) -> tuple[str, str, str] | None:
+        """A folder of the other format than pytorch.data_backend reads.
+
+        The backend would stop at its start ("no data.mdb in it"), after validate said ok.
+        """
+        backend = experiment.get("pytorch.data_backend")
+        if not os.path.isdir(folder):
+            return None
+        lmdb = os.path.isfile(os.path.join(folder, LMDB_FILE))
+        shown = repr(experiment.get("exp.data_dir"))
+        if backend == "caffe_lmdb" and not lmdb:
+            return ("pytorch.data_backend",
+                    f"exp.data_dir {shown} holds no {LMDB_FILE}, but pytorch.data_backend "
+                    "caffe_lmdb reads a Caffe LMDB",
+                    "set pytorch.data_backend image_folder: it reads class folders of images, "
+                    "ImageNet's layout")
+        if backend == "image_folder" and lmdb:
+            return ("pytorch.data_backend",
+                    f"exp.data_dir {shown} is a Caffe LMDB ({LMDB_FILE}), but "
+                    "pytorch.data_backend image_folder reads class folders of images",
+                    "set pytorch.data_backend caffe_lmdb")
+        return None
 
     def command(self, experiment: Experiment) -> list[str]:
         backend = super().command(experiment)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests import parallel
+from tests import parallel, runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return parallel.make_scheduler(config, log)
 
 
+# Each run of the suite has its own name, folder, TMPDIR, PostgreSQL database, and removes
+# what crashed runs left (tests/runs.py). First: pytest's basetemp is the run's.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    runs.begin(config)
     parallel.name_the_run(config)
     # A shell starts a background job (`pytest ... &`) with SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: the tests of Ctrl-C would wait for their
@@ -61,8 +65,12 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    runs.note_exit_status(session, exitstatus)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    parallel.forget_the_run(config)
+    runs.end(config)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -26,15 +26,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import runs
 
 SERVICES_GROUP = "services"
 SERIAL_GROUP = "serial"
@@ -86,9 +85,9 @@ def order(items: list[pytest.Item]) -> dict[str, str]:
 
 # -- the run's folder: the lock, the groups --------------------------------------------------
 def name_the_run(config: pytest.Config) -> None:
-    """On the controller: a run id that the workers share, so that they find one folder."""
+    """On the controller: the run's id that the workers share is the run's name (tests/runs.py)."""
     if _is_controller(config) and config.getoption("testrunuid", None) is None:
-        config.option.testrunuid = uuid.uuid4().hex
+        config.option.testrunuid = runs.name()
 
 
 def _is_controller(config: pytest.Config) -> bool:
@@ -96,32 +95,19 @@ def _is_controller(config: pytest.Config) -> bool:
         config.pluginmanager.has_plugin("xdist")
 
 
-def _run_folder(uid: str) -> Path:
-    folder = Path(tempfile.gettempdir()) / f"dlbs-pytest-{uid}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder
+def _run_folder() -> Path:
+    return runs.folder()
 
 
-def forget_the_run(config: pytest.Config) -> None:
-    """On the controller, at the end: remove the run's folder."""
-    uid = config.getoption("testrunuid", None) if _is_controller(config) else None
-    if uid:
-        shutil.rmtree(Path(tempfile.gettempdir()) / f"dlbs-pytest-{uid}", ignore_errors=True)
-
-
-def _worker_run() -> str | None:
-    """The run id inside an xdist worker, else None."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return None
-    return os.environ.get("PYTEST_XDIST_TESTRUNUID")
+def _in_a_worker() -> bool:
+    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
 
 
 def write_groups(groups: dict[str, str]) -> None:
     """In a worker: the groups of its collection, for the controller's scheduler."""
-    uid = _worker_run()
-    if uid is None:
+    if not _in_a_worker():
         return
-    folder = _run_folder(uid)
+    folder = _run_folder()
     worker = os.environ["PYTEST_XDIST_WORKER"]
     partial = folder / f"groups-{worker}.part"
     partial.write_text(json.dumps(groups))
@@ -147,7 +133,7 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _split_scope(self, nodeid: str) -> str:
             if self._groups is None:
-                found = sorted(_run_folder(config.option.testrunuid).glob("groups-*.json"))
+                found = sorted(_run_folder().glob("groups-*.json"))
                 self._groups = json.loads(found[0].read_text()) if found else {}
             return self._groups.get(nodeid, nodeid)
 
@@ -158,8 +144,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
 class Turns:
     """A worker's side of the lock all workers share (see the module doc)."""
 
-    def __init__(self, uid: str) -> None:
-        folder = _run_folder(uid)
+    def __init__(self) -> None:
+        folder = _run_folder()
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
         self._lock = os.open(folder / "lock", flags, 0o600)
         self._gate = os.open(folder / "gate", flags, 0o600)
@@ -185,9 +171,8 @@ _turns: list[Turns] = []
 
 def turns() -> Turns | None:
     """The Turns of this worker; None outside an xdist worker."""
-    uid = _worker_run()
-    if uid is None:
+    if not _in_a_worker():
         return None
     if not _turns:
-        _turns.append(Turns(uid))
+        _turns.append(Turns())
     return _turns[0]

@@ -59,7 +59,8 @@ printf '%s\n' "ALTER ROLE dlbs PASSWORD :'password'" |
 if [ "$(psql_admin -tAc "SELECT 1 FROM pg_database WHERE datname = 'dlbs'")" != 1 ]; then
     psql_admin -c "CREATE DATABASE dlbs OWNER dlbs"
 fi
-# Tests create a database of their own each (CREATEDB), and drop it after; the credentials
+# Each run of the suite creates a database of its own (CREATEDB) and drops it at its end
+# (tests/runs.py: the database `dlbs` is never written by the tests); the credentials
 # and read-only tests make roles of their own (CREATEROLE: a password to look for in every
 # output, a user who may only read), and drop them after.
 psql_admin -c "ALTER ROLE dlbs CREATEDB CREATEROLE" >/dev/null

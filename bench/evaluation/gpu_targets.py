@@ -17,6 +17,8 @@ a call cut short still returns what it measured.
   (about 0.9 of the offline rate at batch 128) with 1 and with 2 inference streams.
 - part four (several GPUs; the lead's call): offline at batch 256 and max_qps at batch 128
   on GPU 0, then on GPUs 0-3 as one system under test.
+- part streams: offline and max_qps at the example's first batch (64) with 1 and with 2
+  inference streams, the measurement behind exp.inference_streams' default for max_qps.
 The targets (issue 18) are printed beside each ratio. `--device cpu --model tiny ...` runs
 the same steps on a CPU, small and quick, which is how this script is rehearsed.
 """
@@ -224,7 +226,7 @@ def replace_file(path: Path, data: bytes) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--part", choices=["one", "two", "four"], required=True)
+    parser.add_argument("--part", choices=["one", "two", "four", "streams"], required=True)
     parser.add_argument("--work", default="", help="work folder (default: OUT/../eval-work)")
     parser.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     parser.add_argument("--model", default="resnet50")
@@ -306,6 +308,9 @@ def main() -> int:
         if args.server_rate:
             step("streams", '["server"]', largest, "-P", f"exp.target_qps={args.server_rate}",
                  "-V", "exp.inference_streams=[1, 2]")
+    elif args.part == "streams":
+        first = args.batches.split(",")[0]
+        step("streams", '["offline", "max_qps"]', first, "-V", "exp.inference_streams=[1, 2]")
     else:
         for name, gpus in (("gpus1", "0"), ("gpus4", "0,1,2,3")):
             where = ["-P", f"exp.gpus={gpus if gpu else ''}"]

@@ -8,6 +8,8 @@
 #   PART=two SERVER_RATE=R bash bench/evaluation/run_on_device.sh OUT   # one GPU: max_qps
 #                                                           # without CUDA graphs, streams
 #   PART=four bash bench/evaluation/run_on_device.sh OUT    # 1 GPU, then 4 GPUs of one host
+#   PART=streams bash bench/evaluation/run_on_device.sh OUT # one GPU: offline and max_qps at
+#                                                           # batch 64, 1 and 2 streams
 #
 # bench/device/setup_env.sh makes dlbs (this tree) and what `dlbs run` needs importable (the
 # machine has Python 3.12 and PyTorch, no internet); bench/evaluation/gpu_targets.py runs the

@@ -4,7 +4,9 @@ The framework's backend classifies the images (`--predict`, docs/backends/protoc
 section 4): dlbs plans a one-experiment spec from the options, builds the backend's command
 with the framework's recipe, and runs it on this host as a subprocess, so dlbs itself never
 imports a framework. Each image gets its lines; an image that cannot be read gets one
-`dlbs: error: IMAGE: reason` line on stderr, and the others still print. The exit status is
+`dlbs: error: IMAGE: reason` line on stderr, and the others still print. A model without
+weights is randomly initialised: a warning says so, each image's line is marked, and JSON
+says `"weights": "random"`. The exit status is
 1 when any image failed, 2 when the backend could not run at all.
 """
 
@@ -79,9 +81,16 @@ def run(args: argparse.Namespace) -> int:
         raise LaunchError(f"the {args.framework} backend failed: {reason}")
     by_path = dict(zip(images, args.images))
     failed = [answer for answer in answers if "error" in answer]
+    # The dummy backend has no model to initialise; a framework's model without weights has.
+    weights = experiment.get("exp.weights") or (None if args.framework != "dummy" else "")
+    if weights is None:
+        print(f"dlbs predict: warning: no --weights: {args.model} is randomly initialised, "
+              "its classes mean nothing", file=sys.stderr)
     if args.format == "json":
         for answer in answers:
             answer["image"] = by_path.get(answer["image"], answer["image"])
+            if weights is None:
+                answer["weights"] = "random"
         json.dump(answers, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
@@ -91,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"dlbs: error: {shown}: {one_line(str(answer['error']))}",
                       file=sys.stderr)
                 continue
-            print(shown)
+            print(f"{shown}  (random weights)" if weights is None else shown)
             for entry in answer["top"]:
                 name = f"  {one_line(str(entry['name']))}" if "name" in entry else ""
                 print(f"  {entry['probability']:.4f}  {entry['class']:>5}{name}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from dlbs.cli.spec_options import add_spec_arguments, spec_from_args
+from dlbs.cli.spec_options import add_spec_arguments, spec_file, spec_from_args
 from dlbs.errors import ConfigError
 from dlbs.util.credentials import masked
 from dlbs.util.terminal import one_line
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from dlbs.run.loop import Sweep
 
     if args.plan:
-        if args.config or args.params or args.variables or args.extensions:
+        if spec_file(args) or args.params or args.variables or args.extensions:
             raise ConfigError("--plan runs a plan as it was written; give the spec options "
                               "to `dlbs plan` instead")
         experiments = load_plan(args.plan)
@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_preview(previews: list[Any], output_format: str) -> None:
     """`--dry-run`: the exact requests as JSON lines, or a table and a summary line."""
+    from dlbs.run.recording import FAILED_EARLIER
+
     if output_format == "json":
         for preview in previews:
             experiment = preview.experiment
@@ -97,8 +99,12 @@ def _print_preview(previews: list[Any], output_format: str) -> None:
         sys.stdout.write(aligned_table(("id", "action", "target", "framework", "model",
                                         "batch", "GPUs", "log file"), rows, rule=False))
     counts = {action: sum(1 for p in previews if p.action == action)
-              for action in ("run", "simulate", "done", "skip", "disabled", "fail")}
+              for action in ("run", "simulate", "done", "skip", "disabled", "fail",
+                             FAILED_EARLIER)}
     failing = f", {counts['fail']} to fail (missing on this host)" if counts["fail"] else ""
+    if counts[FAILED_EARLIER]:
+        failing += (f", {counts[FAILED_EARLIER]} {FAILED_EARLIER} (not run again: "
+                    "exp.rerun=onfail retries them)")
     print(f"dlbs: {len(previews)} experiments: {counts['run']} to run, "
           f"{counts['done']} already done, {counts['skip']} to skip, "
           f"{counts['disabled']} disabled, {counts['simulate']} to simulate{failing} "
@@ -286,3 +292,11 @@ def _print_summary(summary: Any, stream: _Terminal) -> None:
     for experiment, status, message, log_path in summary.failures:
         where = f" (log: {log_path})" if log_path else ""  # none: it was not started
         print(one_line(f"  {status}: {_describe(experiment)}: {message}{where}"), file=stream)
+    from dlbs.run.recording import FAILED_EARLIER
+
+    earlier = summary.counts.get(FAILED_EARLIER, 0)
+    if earlier:
+        print(f"dlbs: {earlier} experiment{'s' if earlier > 1 else ''} failed in an earlier run "
+              "and measured nothing now; -P exp.rerun=onfail runs "
+              f"{'them' if earlier > 1 else 'it'} again (dlbs report shows the failures)",
+              file=stream)

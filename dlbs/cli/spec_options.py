@@ -6,9 +6,12 @@ import argparse
 
 from dlbs.config.loader import load_spec
 from dlbs.config.spec import Spec
+from dlbs.errors import ConfigError
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser, config_required: bool = False) -> None:
+    parser.add_argument("spec", nargs="?", metavar="SPEC",
+                        help="experiment spec (.json, .yaml or .yml); the same as -c SPEC")
     parser.add_argument("--config", "-c", metavar="FILE", required=config_required,
                         help="experiment spec (.json, .yaml or .yml)")
     parser.add_argument("-P", dest="params", action="append", default=[], metavar="NAME=VALUE",
@@ -21,6 +24,20 @@ def add_spec_arguments(parser: argparse.ArgumentParser, config_required: bool = 
                         action="store_true", help="load no default config")
 
 
+def spec_file(args: argparse.Namespace) -> str | None:
+    """The spec file: `SPEC` or `-c FILE` (DLBS's option); both at once is an error."""
+    positional = getattr(args, "spec", None)
+    if positional is not None and args.config is not None:
+        raise ConfigError(f"two specs: {positional!r} and -c {args.config!r}",
+                          hint="give the spec once, as SPEC or as -c SPEC")
+    return positional if positional is not None else args.config
+
+
 def spec_from_args(args: argparse.Namespace) -> Spec:
-    return load_spec(args.config, defaults=not args.no_defaults, params=args.params,
+    """The merged spec; a name in dlbs's namespaces that no config declares is refused."""
+    from dlbs.plan.unused import refuse_undeclared
+
+    spec = load_spec(spec_file(args), defaults=not args.no_defaults, params=args.params,
                      variables=args.variables, extensions=args.extensions)
+    refuse_undeclared(spec)
+    return spec

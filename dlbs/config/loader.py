@@ -264,6 +264,9 @@ def load_spec(config: str | Path | None = None, *, defaults: bool = True,
         for path in default_config_files():
             builder.add_file(path, default_config=True, parsed=parsed)
         parsed.save()
+        builder.spec.own_namespaces = frozenset(
+            name.partition(".")[0] for name, definition in builder.spec.params.items()
+            if definition.type is not None)
     if config is not None:
         builder.add_file(config)
     builder.add_cli(params, variables, extensions)

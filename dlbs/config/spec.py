@@ -92,15 +92,19 @@ class Extension(Record):
 class Spec(Record):
     """Everything the layers (defaults, includes, the user's file, the CLI) define, merged."""
 
-    __slots__ = ("params", "axes", "extensions", "files")
+    __slots__ = ("params", "axes", "extensions", "files", "own_namespaces")
 
     def __init__(self, params: dict[str, ParamDef] | None = None,
                  axes: dict[str, Axis] | None = None, extensions: list[Extension] | None = None,
-                 files: list[str] | None = None) -> None:
+                 files: list[str] | None = None,
+                 own_namespaces: frozenset[str] = frozenset()) -> None:
         self.params = {} if params is None else params
         self.axes = {} if axes is None else axes
         self.extensions = [] if extensions is None else extensions
         self.files = [] if files is None else files
+        # dlbs's own namespaces: those the default configs declare names in (`exp`,
+        # `runtime`, each framework's, ...); none without the default configs.
+        self.own_namespaces = own_namespaces
 
     def to_document(self) -> dict[str, Any]:
         """The merged spec as one spec document."""

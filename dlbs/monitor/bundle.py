@@ -21,7 +21,7 @@ from pathlib import Path
 from dlbs.util.atomic import atomic_write
 
 #: The modules of this package that run on compute nodes, in dependency order.
-STANDALONE = ("proc", "gpu", "nvml", "rapl", "logmarks", "sampling", "probe", "node")
+STANDALONE = ("proc", "bounded", "gpu", "nvml", "rapl", "logmarks", "sampling", "probe", "node")
 #: Third-party modules of one file each that the node monitor may import, packed as they are.
 VENDORED = ("pynvml",)
 PACKAGE = "dlbs_node"

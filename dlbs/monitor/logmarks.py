@@ -41,6 +41,8 @@ class LogMarks:
     def poll(self) -> list:
         """The mark keys in the lines appended since the last poll, in order."""
         try:
+            if os.stat(self.path).st_size == self._offset:  # the usual look: nothing new
+                return []
             with open(self.path, "rb") as log:
                 size = os.fstat(log.fileno()).st_size
                 if size < self._offset:  # replaced or truncated: start over

@@ -3,17 +3,18 @@
 A job script starts it on every node of the job, beside the benchmark (docs/monitor.md):
 
     python3 dlbs-node-monitor.pyz --out LOG.NODE.dlbs-node --node NODE --tag TAG \
-        [--frequency SECONDS] [--gpus 0,1] [--log LOG]
+        [--frequency SECONDS] [--energy 1] [--gpus 0,1] [--log LOG]
 
 It writes the node's environment at once (`__job.environment.<node>__={...}`, the facts of
 `probe`), then samples every process of this node that carries `DLBS_MONITOR_TAG=<tag>`
 (and their children) until SIGTERM, SIGINT or SIGHUP, and writes the series
 (`__job.monitor.<node>__={"start": <epoch s>, "frequency": s, "series": {...},
 "warnings": [...]}`); with `--log`, it follows the experiment's log for the backend's marks
-of its timed interval and samples at each (`sampling`). Each line is appended to `--out` in
-one write. The job script appends the node files to the experiment's log when the benchmark
-has ended (the run loop does it for a job that was killed first), and the run loop turns
-them into `results.use.*` and the attempt's environment.
+of its timed interval and samples at each (`sampling`). With `--frequency 0 --energy 1` it
+takes only those samples, of the energy counters (the energy at the marks). Each line is
+appended to `--out` in one write. The job script appends the node files to the experiment's
+log when the benchmark has ended (the run loop does it for a job that was killed first), and
+the run loop turns them into `results.use.*` and the attempt's environment.
 
 Stand-alone: standard library only, Python 3.8 or newer, no dlbs needed on the node.
 """
@@ -63,7 +64,10 @@ def _arguments(argv: list | None) -> argparse.Namespace:
     parser.add_argument("--node", required=True, help="this node's name (SLURMD_NODENAME)")
     parser.add_argument("--tag", default="", help="the DLBS_MONITOR_TAG value to watch")
     parser.add_argument("--frequency", type=float, default=0.0,
-                        help="seconds between samples; 0: the environment only")
+                        help="seconds between samples; 0: the environment only, or with "
+                             "--energy 1 the energy counters at the log's timed marks")
+    parser.add_argument("--energy", type=int, choices=(0, 1), default=0,
+                        help="1: read the energy counters at the log's timed marks")
     parser.add_argument("--gpus", default="", help="GPU ids as nvidia-smi numbers them")
     parser.add_argument("--nvidia-smi", default="nvidia-smi", dest="nvidia_smi")
     parser.add_argument("--log", default="", help="the experiment's log, for the timed marks")
@@ -95,7 +99,7 @@ def _monitor(argv: list | None) -> int:
     os.close(os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     node = key_safe(args.node)
     sampler = None
-    if args.frequency > 0 and args.tag:
+    if args.tag and (args.frequency > 0 or (args.energy and args.log)):
         try:
             sampler = Sampler(args.frequency, args.gpus, args.nvidia_smi, log=args.log or None)
         except ValueError as error:

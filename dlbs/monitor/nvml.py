@@ -9,8 +9,11 @@ into the node monitor's zipapp for SLURM nodes where dlbs is not installed).
 
 `open_nvml(gpus, library)` says whether NVML answers for all the chosen GPUs (their
 nvidia-smi indices, which are NVML's: neither follows CUDA_VISIBLE_DEVICES); the monitor
-uses nvidia-smi when it does not. A query never raises into the run: a failure is a
-`GpuQueryError`, as with nvidia-smi.
+uses nvidia-smi when it does not. Every call into NVML runs in a worker thread and is waited
+for a bounded time (`bounded.py`): a driver in trouble can make one never return, and then
+the run goes on without it. A query never raises into the run: a failure (an `NVMLError`,
+any other exception of the binding, no answer in time) is a `GpuQueryError`, as with
+nvidia-smi.
 
 Stand-alone: standard library only (plus the optional `pynvml`), Python 3.8.
 """
@@ -20,10 +23,14 @@ from __future__ import annotations
 import math
 import threading
 
-from .gpu import GpuQueryError, GpuReading
+from .bounded import BoundedWorker, CallCancelled, CallTimedOut
+from .gpu import QUERY_TIMEOUT, GpuQueryError, GpuReading, QueryCancelled
 
 #: The marker for "import the real binding" (tests pass a module of their own).
 AUTO = "auto"
+#: Seconds a read may take when the monitor is stopping (the sample at a last mark), and
+#: that nvmlShutdown is given at the end.
+FINAL_READ_LIMIT = 0.5
 
 
 def import_nvml() -> object | None:
@@ -44,80 +51,128 @@ class NvmlGpus:
     """Reads the GPUs `gpus` (nvidia-smi indices, as strings) through `library` (pynvml).
 
     Made by `open_nvml`; `query(stop)` has NvidiaSmi's signature, `close()` shuts NVML down.
-    Each reading carries `energy_mj`, the GPU's counter (NaN where the GPU has none).
+    Each reading carries `energy_mj`, the GPU's counter (NaN where the GPU has none). The
+    calls run in `worker`, each query waited for at most `timeout` seconds.
     """
 
     program = "NVML"
 
-    def __init__(self, gpus: tuple, library: object, handles: dict) -> None:
+    def __init__(self, gpus: tuple, library: object, handles: dict,
+                 worker: BoundedWorker, timeout: float = QUERY_TIMEOUT) -> None:
         self.gpus = gpus
         self.library = library
         self.notes: list = []
+        self.timeout = timeout
         self._handles = handles
+        self._worker = worker
         self._no_counter: set = set()
         self._memory_v2 = getattr(library, "nvmlMemory_v2", None)
-        self._lock = threading.Lock()  # the sampling thread and stop() may both read
 
     def query(self, stop: threading.Event | None = None) -> dict:
-        """One reading per GPU; GpuQueryError when NVML fails for every one of them."""
-        nvml = self.library
-        found = {}
-        failures = []
-        with self._lock:
-            for gpu, handle in self._handles.items():
-                try:
-                    utilization = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-                    memory = float(self._memory_used(handle)) / float(1 << 20)
-                    power = self._optional(nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0
-                    energy = math.nan
-                    if gpu not in self._no_counter:
-                        energy = self._optional(nvml.nvmlDeviceGetTotalEnergyConsumption,
-                                                handle)
-                        if math.isnan(energy):
-                            self._no_counter.add(gpu)
-                            self.notes.append(f"GPU {gpu} has no NVML energy counter: "
-                                              "its energy is the integral of its power")
-                except nvml.NVMLError as error:  # type: ignore[attr-defined]
-                    failures.append(f"GPU {gpu}: {_reason(error)}")
-                    continue
-                found[gpu] = GpuReading(gpu, utilization, memory, power, energy)
+        """One reading per GPU; GpuQueryError when NVML fails for every one of them.
+
+        Waits at most `timeout` seconds (QueryCancelled once `stop` is set meanwhile); a
+        query begun with `stop` already set (the sample at a mark seen last) is given
+        FINAL_READ_LIMIT seconds instead.
+        """
+        limit, cancel = self.timeout, stop
+        if stop is not None and stop.is_set():
+            limit, cancel = min(self.timeout, FINAL_READ_LIMIT), None
+        try:
+            found, failures = self._worker.call(  # type: ignore[misc]
+                self._read_all, timeout=limit, stop=cancel, what="a reading")
+        except CallCancelled:
+            raise QueryCancelled() from None
+        except CallTimedOut as error:
+            raise GpuQueryError(f"NVML: {error}") from None
+        except Exception as error:  # noqa: BLE001 - the binding's own bug: never the run's
+            raise GpuQueryError(f"NVML failed: {_reason(error)}") from None
         if not found:
             raise GpuQueryError("NVML failed: " + "; ".join(failures))
         self.notes.extend(f"NVML failed for {failure}" for failure in failures)
         return found
+
+    @property
+    def counters(self) -> bool:
+        """Whether some GPU has an energy counter (as far as the readings told)."""
+        return len(self._no_counter) < len(self._handles)
+
+    def _read_all(self) -> tuple:
+        """(readings by GPU, failures): what the worker runs for one query."""
+        found = {}
+        failures = []
+        for gpu, handle in self._handles.items():
+            try:
+                found[gpu] = self._read(gpu, handle)
+            except Exception as error:  # noqa: BLE001 - NVMLError, or any other of the binding
+                failures.append(f"GPU {gpu}: {_reason(error)}")
+        return found, failures
+
+    def _read(self, gpu: str, handle: object) -> GpuReading:
+        nvml = self.library
+        utilization = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)  # type: ignore[attr-defined]
+        memory = float(self._memory_used(handle)) / float(1 << 20)
+        power = self._optional(nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0  # type: ignore[attr-defined]
+        energy = math.nan
+        if gpu not in self._no_counter:
+            energy = self._optional(nvml.nvmlDeviceGetTotalEnergyConsumption,  # type: ignore[attr-defined]
+                                    handle)
+            if math.isnan(energy):
+                self._no_counter.add(gpu)
+                self.notes.append(f"GPU {gpu} has no NVML energy counter: "
+                                  "its energy is the integral of its power")
+        return GpuReading(gpu, utilization, memory, power, energy)
 
     def _memory_used(self, handle: object) -> int:
         # Version 2 leaves out the memory the driver reserves, as nvidia-smi's memory.used.
         nvml = self.library
         if self._memory_v2 is not None:
             try:
-                return nvml.nvmlDeviceGetMemoryInfo(handle, version=self._memory_v2).used
-            except nvml.NVMLError:  # type: ignore[attr-defined]
+                return nvml.nvmlDeviceGetMemoryInfo(handle, version=self._memory_v2).used  # type: ignore[attr-defined]
+            except _nvml_error(nvml):
                 self._memory_v2 = None  # an older driver: version 1 from now on
-        return nvml.nvmlDeviceGetMemoryInfo(handle).used
+        return nvml.nvmlDeviceGetMemoryInfo(handle).used  # type: ignore[attr-defined]
 
     def _optional(self, read: object, handle: object) -> float:
         """`read(handle)` as a number, NaN where the GPU does not support it."""
         nvml = self.library
         try:
             return float(read(handle))  # type: ignore[operator]
-        except nvml.NVMLError as error:  # type: ignore[attr-defined]
+        except _nvml_error(nvml) as error:
             if getattr(error, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3):
                 return math.nan
             raise
 
     def close(self) -> None:
-        """Shut NVML down (once for each successful open)."""
-        try:
-            self.library.nvmlShutdown()  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - nothing to do about it at the end of a run
-            pass
+        """Shut NVML down (once for each successful open), waiting for it a bounded time."""
+        _shutdown(self.library, self._worker)
 
 
-def open_nvml(gpus: tuple, library: object = AUTO) -> tuple:
+def _nvml_error(nvml: object) -> type:
+    """The binding's error class (a stand-in without one: an exception nothing raises)."""
+    error = getattr(nvml, "NVMLError", None)
+    return error if isinstance(error, type) and issubclass(error, BaseException) else _Never
+
+
+class _Never(Exception):
+    """Raised by nothing: what `except` names when the binding has no NVMLError."""
+
+
+def _shutdown(nvml: object, worker: BoundedWorker) -> None:
+    try:
+        worker.call(nvml.nvmlShutdown, timeout=FINAL_READ_LIMIT,  # type: ignore[attr-defined]
+                    what="nvmlShutdown")
+    except Exception:  # noqa: BLE001 - nothing to do about it at the end of a run
+        pass
+    worker.close()
+
+
+def open_nvml(gpus: tuple, library: object = AUTO,
+              timeout: float = QUERY_TIMEOUT) -> tuple:
     """(NvmlGpus for `gpus`, None) when NVML answers for each of them, else (None, reason).
 
-    `library` is the pynvml module (AUTO: import it; None: do not use NVML).
+    `library` is the pynvml module (AUTO: import it; None: do not use NVML); `timeout` the
+    seconds that starting NVML, and each query later, may take.
     """
     if library == AUTO:
         library = import_nvml()
@@ -126,15 +181,31 @@ def open_nvml(gpus: tuple, library: object = AUTO) -> tuple:
     if library is None:
         return None, "NVML is not used"
     nvml = library
-    try:
+    worker = BoundedWorker("dlbs-monitor-nvml")
+
+    def find_handles() -> dict:
         nvml.nvmlInit()  # type: ignore[attr-defined]
-    except Exception as error:  # noqa: BLE001 - no driver, no library, a wrong binding
-        return None, f"NVML: {_reason(error)}"
-    handles = {}
+        handles = {}
+        try:
+            for gpu in gpus:
+                try:
+                    handles[gpu] = nvml.nvmlDeviceGetHandleByIndex(int(gpu))  # type: ignore[attr-defined]
+                except Exception as error:  # noqa: BLE001 - any failure: not this GPU
+                    raise LookupError(f"NVML has no GPU {gpu}: {_reason(error)}") from error
+        except LookupError:
+            nvml.nvmlShutdown()  # type: ignore[attr-defined]
+            raise
+        return handles
+
     try:
-        for gpu in gpus:
-            handles[gpu] = nvml.nvmlDeviceGetHandleByIndex(int(gpu))  # type: ignore[attr-defined]
-    except Exception as error:  # noqa: BLE001
-        NvmlGpus(gpus, nvml, {}).close()
-        return None, f"NVML has no GPU {gpu}: {_reason(error)}"
-    return NvmlGpus(tuple(gpus), nvml, handles), None
+        handles = worker.call(find_handles, timeout=timeout, what="nvmlInit")
+    except LookupError as error:
+        worker.close()
+        return None, str(error)
+    except CallTimedOut as error:
+        worker.close()
+        return None, f"NVML: {error}"
+    except Exception as error:  # noqa: BLE001 - no driver, no library, a wrong binding
+        worker.close()
+        return None, f"NVML: {_reason(error)}"
+    return NvmlGpus(tuple(gpus), nvml, handles, worker, timeout), None  # type: ignore[arg-type]

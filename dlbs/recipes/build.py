@@ -73,7 +73,8 @@ def assemble(experiment: Experiment, command: list[str], *, env: Mapping[str, st
         argv=launcher_prefix(experiment) + list(command), env=merged_env, mounts=list(mounts),
         gpus=requested_gpus(experiment), nodes=positive_int(experiment, "exp.num_nodes", 1),
         target=target, label=label, log_file=str(experiment.get("exp.log_file") or ""),
-        monitor_frequency=_monitor_frequency(experiment))
+        monitor_frequency=_monitor_frequency(experiment),
+        monitor_energy=truthy(experiment.get("monitor.energy", True)))
     if truthy(experiment.get("exp.docker", False)):
         if docker_args is None:
             docker_args = tokens(experiment.get("exp.docker_args"), "exp.docker_args")

@@ -64,6 +64,8 @@ class BatchRequest:
     Experiments whose requests are equal (`shape()`) can share one job array. `prologue`
     holds shell lines the job runs before the benchmark (`slurm.prologue`): the one place
     where a user's text reaches a shell. Zero and empty values are not requested.
+    `queue_timeout` is not asked of the scheduler: the seconds dlbs lets the job wait in the
+    queue before it cancels it (0: no limit); it is not part of the shape either.
     """
 
     nodes: int = 1
@@ -79,6 +81,7 @@ class BatchRequest:
     qos: str = ""
     exclusive: bool = False
     prologue: list[str] = field(default_factory=list)
+    queue_timeout: float = 0.0
 
     def shape(self) -> tuple[Any, ...]:
         """Everything the request says, hashable: equal shapes can share one job array."""
@@ -99,7 +102,8 @@ class Invocation:
     targets turn them into `CUDA_VISIBLE_DEVICES` or container device requests. `nodes` and
     `tasks_per_node` say how many copies a scheduler starts. `target` names the execution
     target; `container` and `batch` are its requests (None when it needs none).
-    `monitor_frequency` is the resource monitor's period in seconds (0: off).
+    `monitor_frequency` is the resource monitor's period in seconds (0: off);
+    `monitor_energy` says to read the energy counters at the backend's marks even then.
     """
 
     argv: list[str]
@@ -117,6 +121,7 @@ class Invocation:
     #: The experiment's first log (`exp.log_file`); a target is told each attempt's own.
     log_file: str = ""
     monitor_frequency: float = 0.0
+    monitor_energy: bool = False
 
 
 def render_env_value(value: object) -> str:

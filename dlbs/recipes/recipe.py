@@ -60,6 +60,15 @@ class Recipe:
         """Host paths a container must see, beyond the `docker_args` volumes (none here)."""
         return []
 
+    def data_problem(self, experiment: Experiment, folder: str) -> tuple[str, str, str] | None:
+        """Why the backend cannot read the dataset at `folder` as the experiment asks.
+
+        `folder` is exp.data_dir, which exists on this host. The answer is (the parameter to
+        change, what is wrong, what to set), or None when the backend can read it. Checked by
+        `dlbs validate` and `dlbs run` before anything runs (dlbs/recipes/resources.py).
+        """
+        return None
+
     def docker_arg_tokens(self, experiment: Experiment) -> list[str]:
         """The complete `docker run` flags of a container of this framework.
 

@@ -89,8 +89,23 @@ def missing_resources(experiment: Experiment, gpus: HostGpus) -> list[Missing]:
     in_container = truthy(experiment.get("exp.docker", False))
     found = [m for m in (_missing_path(experiment, name, kind, in_container)
                          for name, kind in _inputs(experiment)) if m is not None]
+    if not any(m.parameter == "exp.data_dir" for m in found):
+        data = _unreadable_data(experiment)
+        found += [data] if data is not None else []
     gpu = _missing_gpus(experiment, gpus, in_container)
     return found + ([gpu] if gpu is not None else [])
+
+
+def _unreadable_data(experiment: Experiment) -> Missing | None:
+    """The dataset is there, but in a format the backend will not read as asked."""
+    value = experiment.get("exp.data_dir")
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        problem = recipe_for(experiment).data_problem(experiment, os.path.abspath(value))
+    except DlbsError:  # no recipe: the run says so when it builds the command
+        return None
+    return Missing(*problem) if problem is not None else None
 
 
 def _inputs(experiment: Experiment) -> list[tuple[str, str]]:

@@ -56,7 +56,8 @@ def batch_request(experiment: Experiment, invocation: Invocation) -> BatchReques
                         mem=str(experiment.get("slurm.mem") or ""), gres=gres,
                         qos=str(experiment.get("slurm.qos") or ""),
                         exclusive=truthy(experiment.get("slurm.exclusive", False)),
-                        prologue=[str(line) for line in prologue if str(line).strip()])
+                        prologue=[str(line) for line in prologue if str(line).strip()],
+                        queue_timeout=_seconds(experiment, "slurm.queue_timeout"))
 
 
 def _time_limit(experiment: Experiment) -> str:
@@ -70,6 +71,19 @@ def _time_limit(experiment: Experiment) -> str:
         raise LaunchError(f"exp.timeout: expected seconds, got {experiment.get('exp.timeout')!r} "
                           f"(experiment {experiment_label(experiment)})") from None
     return str(math.ceil(timeout / 60) + 1) if timeout > 0 else ""
+
+
+def _seconds(experiment: Experiment, name: str) -> float:
+    """A duration parameter in seconds (0 when unset); the planner checked its type."""
+    try:
+        value = float(experiment.get(name) or 0)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{name}: expected seconds, got {experiment.get(name)!r} "
+                          f"(experiment {experiment_label(experiment)})") from None
+    if not math.isfinite(value) or value < 0:
+        raise LaunchError(f"{name}: expected seconds, got {experiment.get(name)!r} "
+                          f"(experiment {experiment_label(experiment)})")
+    return value
 
 
 def _non_negative(value: Any, name: str, invocation: Invocation) -> int:

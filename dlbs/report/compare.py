@@ -34,7 +34,16 @@ from dlbs.errors import ResultsError
 from dlbs.report import keys as keys_module
 from dlbs.report.identity import DEVICE_MODEL, KeyRules, column_of, key_rules, numbers_of
 from dlbs.report.metrics import Metric, resolve, value_numbers
-from dlbs.report.select import Filter, apply_filters, as_text, resolve_key, select, statuses
+from dlbs.report.select import (
+    Filter,
+    apply_filters,
+    as_text,
+    literal,
+    matching,
+    resolve_key,
+    select,
+    statuses,
+)
 from dlbs.results.columns import Attempts, Record
 
 VALUE_KEY = "results.time_median"
@@ -50,6 +59,44 @@ REGRESSIONS = (SLOWER, NOW_FAILS)
 VERDICTS = (SAME, SLOWER, FASTER, NOT_SIGNIFICANT, UNTESTED, NOW_FAILS, NOW_OK, BOTH_FAIL,
             NO_VALUE)
 _CODE = {verdict: code for code, verdict in enumerate(VERDICTS)}
+
+
+TAG_KEY = "runtime.run_tag"
+
+
+class Unmatched(ResultsError):
+    """BASE and NEW have no experiment in common; `by` names keys that would match them."""
+
+    def __init__(self, message: str, by: Sequence[str]) -> None:
+        shown = ",".join(by)
+        super().__init__(message, hint=f"match on fewer parameters: --by {shown}" if by else
+                         "match on fewer parameters with --by KEY,KEY")
+        self.by = list(by)
+
+
+def tag_side(attempts: Attempts, tag: str, name: str) -> Attempts:
+    """The attempts of `attempts` recorded under the run tag `tag` (exactly), as side `name`.
+
+    A tag that no attempt has is refused with the tags there are, newest first.
+    """
+    kept = np.flatnonzero(matching(attempts, [Filter(TAG_KEY, literal(tag))]))
+    if len(kept):
+        return attempts.take(kept)
+    tags = run_tags(attempts)
+    shown = ", ".join(tags[:12]) + (f" and {len(tags) - 12} more" if len(tags) > 12 else "")
+    raise ResultsError(f"{name}: no attempt has the run tag {tag!r}",
+                       hint=f"its run tags, newest first: {shown}" if tags else
+                       "its attempts were recorded without run tags (runtime.run_tag)")
+
+
+def run_tags(attempts: Attempts) -> list[str]:
+    """The run tags of `attempts`, the newest (by its newest attempt) first."""
+    column = column_of(attempts, TAG_KEY)
+    newest = np.full(len(column.values), -np.inf)
+    np.maximum.at(newest, column.codes, attempts.recency)
+    order = np.argsort(-newest, kind="stable")
+    return [as_text(column.values[code]) for code in order.tolist()
+            if code != 0 and np.isfinite(newest[code]) and column.values[code] != ""]
 
 
 @dataclass
@@ -200,8 +247,13 @@ def compare(base: Attempts | Sequence[Record], new: Attempts | Sequence[Record],
     if not len(base_positions):
         described = "; ".join(f"{key}: {as_text(a)!r} vs {as_text(b)!r}"
                               for key, a, b in differences) or "every experiment differs"
-        raise ResultsError(f"BASE and NEW have no experiment in common ({described})",
-                           hint="match on fewer parameters with --by KEY,KEY")
+        differing = {key for key, _, _ in differences}
+        # The fewest of the other keys that still tell each side's experiments apart.
+        usable = keys_module.preference([key for key in keys if key not in differing], rules)
+        suggested = keys_module.display_order(keys_module.choose(both.size, usable, [],
+                                                                 values_of))
+        raise Unmatched(f"BASE and NEW have no experiment in common ({described})",
+                        suggested or [key for key in ("exp.model",) if values_of(key).any()])
     comparison.shown_codes = [values_of(key)[base_positions] for key in shown_keys]
     comparison.shown_tables = tables
     comparison.pairs = (base_positions, new_positions)

@@ -9,7 +9,6 @@ as markup.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +34,6 @@ ENVIRONMENT_FIELDS = (
     ("cuda_driver_version", "CUDA (driver)"), ("cpu_model", "CPU"), ("cpu_count", "CPUs"),
     ("os", "OS"), ("python", "Python"), ("dlbs_version", "dlbs"),
 )
-_XML_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
 
 
 def render_html(report: Report) -> str:
@@ -50,6 +48,7 @@ def render_html(report: Report) -> str:
     lines = header_lines(report)
     monitor = _monitor_table(report)
     headers, environments = _environments(report)
+    charts, chart_note = _charts(report)
     return template.render(
         heading=report.heading,
         version=__version__,
@@ -57,7 +56,8 @@ def render_html(report: Report) -> str:
         counted=report.counted,
         constants=lines[1:],
         grids=layout(report),
-        charts=[{"svg": Markup(svg), "caption": caption} for svg, caption in _charts(report)],
+        charts=[{"svg": Markup(svg), "caption": caption} for svg, caption in charts],
+        chart_note=chart_note,
         monitor_headers=monitor[0], monitor_rows=monitor[1], monitor_keys=len(report.row_keys),
         environment_headers=headers, environments=environments,
         failures=[_failure(experiment) for experiment in report.failures],
@@ -88,29 +88,29 @@ def statistics_notes(report: Report) -> list[str]:
     return notes
 
 
-def _charts(report: Report) -> list[tuple[str, str]]:
-    """(inline SVG, caption) of each chart the report has (its kind's: plot.REPORT_CHARTS)."""
-    if report.table_cells is None or report.table_cells.rows > MAX_CHART_ROWS:
-        return []
+def _charts(report: Report) -> tuple[list[tuple[str, str]], str | None]:
+    """Each chart the report has (its kind's: plot.REPORT_CHARTS), or why it has none.
+
+    The charts as (inline SVG, caption).
+    """
+    if report.table_cells is None:
+        return [], None
+    if report.table_cells.rows > MAX_CHART_ROWS:
+        return [], f"no chart: {report.table_cells.rows} rows (at most {MAX_CHART_ROWS})"
     from dlbs.report import plot
 
     try:
         figure, caption = plot.report_chart(report)
-    except ResultsError:  # nothing its chart can draw (no power for an efficiency chart)
-        return []
-    return [(_svg(figure, 0), caption)]
+    except ResultsError as error:  # nothing it can draw (one GPU count, no power)
+        return [], f"no chart: {error.message}" + (f" ({error.hint})" if error.hint else "")
+    return [(_svg(figure, 0), caption)], None
 
 
 def _svg(figure: Any, index: int) -> str:
     """The figure as an inline <svg> element: no XML prologue, ids unique to the chart."""
-    import io
+    from dlbs.report.plot import inline_svg
 
-    import matplotlib
-
-    buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": f"dlbs-chart-{index}", "svg.fonttype": "none"}):
-        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return _XML_PROLOGUE.sub(b"", buffer.getvalue()).decode("utf-8")
+    return inline_svg(figure, f"dlbs-chart-{index}")
 
 
 def _monitor_table(report: Report) -> tuple[list[str], list[list[str]]]:

@@ -32,6 +32,7 @@ TITLES = {
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica batch", "exp.effective_batch": "effective batch",
     EXP_ID: "exp.id", "exp.scenario": "scenario", "exp.weights": "weights",
+    "exp.seq_len": "sequence",
 }
 # Field names in CSV and JSON records (programs read these; the others keep their key).
 FIELDS = {
@@ -40,8 +41,9 @@ FIELDS = {
     "exp.num_nodes": "nodes", "exp.num_gpus": "gpus", "exp.num_replicas": "replicas",
     "exp.replica_batch": "replica_batch", "exp.effective_batch": "effective_batch",
     EXP_ID: "exp_id", "exp.scenario": "scenario", "exp.weights": "weights",
+    "exp.seq_len": "seq_len",
 }
-NUMERIC = frozenset(SIZES)
+NUMERIC = frozenset((*SIZES, "exp.seq_len"))
 # refine() numbers groups through a table of this many entries at most (else it sorts).
 _DENSE_LIMIT = 1 << 23
 
@@ -170,6 +172,18 @@ def undetermined(count: int, keys: Sequence[str], others: Sequence[str],
     """Those of `others` that split the experiments grouped by `keys` (they vary within)."""
     groups, size = partition(count, keys, values_of)
     return [key for key in others if refine(groups, values_of(key))[1] > size]
+
+
+def loose_keys(count: int, fixed: Sequence[str], others: Sequence[str], rules: KeyRules,
+               values_of: ValuesOf) -> list[str]:
+    """The fewest of `others` that must join `fixed` to tell the experiments apart.
+
+    In the order of preference; [] when `fixed` already tells them apart (a report's --by,
+    a history's configurations: one cell, one series, never two experiments).
+    """
+    if not undetermined(count, fixed, others, values_of):
+        return []
+    return choose(count, preference(others, rules), fixed, values_of)[len(fixed):]
 
 
 def value_lists(attempts: Attempts, rows: np.ndarray) -> ValuesOf:

@@ -90,6 +90,10 @@ _KNOWN: dict[str, tuple[str, str]] = {
     "results.achieved_tflops": ("achieved TFLOPS", "achieved_tflops"),
     "results.peak_tflops": ("peak TFLOPS (one device, dense)", "peak_tflops"),
     "results.mfu": ("MFU (of the dense peak)", "mfu"),
+    # Transformers (docs/transformers.md): throughput in tokens, FLOPs by the formula.
+    "results.tokens_per_second": ("tokens/s", "tokens_per_second"),
+    "results.tokens_per_second_per_gpu": ("tokens/s per GPU", "tokens_per_second_per_gpu"),
+    "results.flops_per_token": ("FLOPs per token", "flops_per_token"),
     "results.gpu_mem_peak_mb": ("GPU peak memory, allocator (MiB)", "gpu_mem_peak_mb"),
 }
 # The monitor's summaries that answer "was the GPU busy?" next to the speed.
@@ -100,7 +104,8 @@ MONITOR_COLUMNS = ("results.use.gpu_util_mean", "results.use.gpu_mem_max",
 EFFICIENCY_COLUMNS = ("results.throughput", "results.energy_per_sample_j",
                       "results.samples_per_joule", "results.power_avg_w",
                       "results.achieved_tflops", "results.mfu", "results.gpu_mem_peak_mb")
-REGULAR_EXTRAS = ("results.energy_per_sample_j", "results.mfu")
+REGULAR_EXTRAS = ("results.tokens_per_second", "results.tokens_per_second_per_gpu",
+                  "results.energy_per_sample_j", "results.mfu")
 TIME = "results.time"
 THROUGHPUT = "results.throughput"
 

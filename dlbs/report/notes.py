@@ -7,6 +7,8 @@
   the statistics engine's (a summary value the backend printed that its per-batch times
   contradict).
 - `runs disagree: ...`: the experiment's ok runs differ beyond their spread (runs.py).
+- `top-5 not reported: why`: a model of five classes or fewer, whose top-5 would be 1
+  whatever it predicts (`results.top5_unavailable`, from the backend).
 
 Text, markdown and HTML show them in a `notes` column (tables with a column axis: a marker
 `[k]` after the value and the note below the table); CSV and JSON in the `notes` field.
@@ -28,6 +30,8 @@ from dlbs.results.stats import WARNINGS_KEY
 
 VALID_KEY = "results.loadgen_valid"
 INVALID_REASONS_KEY = "results.loadgen_invalid_reasons"
+TOP5_UNAVAILABLE_KEY = "results.top5_unavailable"
+ACCURACY = "accuracy"
 
 
 def cell_notes(selection: Selection, metrics: Sequence[Metric]) -> dict[int, list[str]]:
@@ -51,10 +55,22 @@ def cell_notes(selection: Selection, metrics: Sequence[Metric]) -> dict[int, lis
     cells = np.flatnonzero(column.codes[shown] != 0)
     for cell, texts in zip(cells.tolist(), _texts(attempts, WARNINGS_KEY, shown[cells])):
         notes.setdefault(cell, []).extend(f"warning: {text}" for text in texts)
+    cells = np.flatnonzero(_accuracy(attempts, shown))
+    if len(cells):   # a results database reads a result key from every summary: only then
+        texts = _texts(attempts, TOP5_UNAVAILABLE_KEY, shown[cells])
+        for cell, why in zip(cells.tolist(), texts):
+            notes.setdefault(cell, []).extend(f"top-5 not reported: {text}" for text in why)
     for cell, found in disagreements(selection, metrics).items():
         others = f" (and {len(found) - 1} other value(s))" if len(found) > 1 else ""
         notes.setdefault(cell, []).append(f"runs disagree: {found[0].describe()}{others}")
     return notes
+
+
+def _accuracy(attempts: Attempts, shown: np.ndarray) -> np.ndarray:
+    """Which shown attempts ran the accuracy scenario."""
+    scenarios = column_of(attempts, SCENARIO)
+    return np.array([value == ACCURACY for value in scenarios.values],
+                    dtype=bool)[scenarios.codes[shown]]
 
 
 def _invalid(attempts: Attempts, shown: np.ndarray) -> np.ndarray:

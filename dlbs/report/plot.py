@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from dlbs.errors import ResultsError
 from dlbs.report.document import Report
 from dlbs.report.keys import title
+from dlbs.report.kinds.efficiency import ENERGY_COLUMNS, missing_reasons
 from dlbs.report.metrics import EFFICIENCY, THROUGHPUT, TIME, metric
 from dlbs.report.options import Options
 from dlbs.report.render import key_text
@@ -103,14 +105,35 @@ def chart(records: Attempts | Sequence[Record], request: Chart) -> Figure:
     return pivot_figure(report, request)
 
 
-def save(figure: Figure, fmt: str) -> bytes:
-    """The figure as PNG or SVG bytes."""
+def save(figure: Figure, fmt: str, svg_salt: str | None = None) -> bytes:
+    """The figure as PNG or SVG bytes; with `svg_salt`, SVG for a page (text kept text).
+
+    Every label is text: a `$` in a model's name or a run tag is drawn as written, never
+    parsed as mathtext (`$x^{$` would end the drawing in a parse error).
+    """
+    import matplotlib
+    from matplotlib.text import Text
+
     if fmt not in FORMATS:
         raise ResultsError(f"charts are written as .png or .svg, not .{fmt}")
+    settings: dict[str, Any] = {"text.parse_math": False}
+    if svg_salt is not None:
+        settings.update({"svg.hashsalt": svg_salt, "svg.fonttype": "none"})
+    for text in figure.findobj(Text):   # made before: the setting holds for those drawn now
+        text.set_parse_math(False)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight",
-                   metadata={"Date": None} if fmt == "svg" else None)
+    with matplotlib.rc_context(settings):
+        figure.savefig(buffer, format=fmt, dpi=150, bbox_inches="tight",
+                       metadata={"Date": None} if fmt == "svg" else None)
     return buffer.getvalue()
+
+
+_XML_PROLOGUE = re.compile(rb"^\s*<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", re.DOTALL)
+
+
+def inline_svg(figure: Figure, salt: str) -> str:
+    """The figure as an <svg> element for a page: no XML prologue, ids salted by `salt`."""
+    return _XML_PROLOGUE.sub(b"", save(figure, "svg", salt)).decode("utf-8")
 
 
 def _figure(rows: int = 1, share_x: bool = True) -> tuple[Figure, list[Axes]]:
@@ -158,8 +181,16 @@ def scaling_figure(report: Report, heading: str | None = None) -> Figure:
     """Throughput and efficiency against the GPU count, one line per row, ideal dashed."""
     if not report.cells:
         raise ResultsError("nothing to plot: no ok experiments", hint=_notes(report))
-    figure, (upper, lower) = _figure(2)
     scales = [column for column in report.columns if isinstance(column, int)]
+    if len(scales) < 2:
+        # A sweep of batches (or models) on one GPU count: each line would be one point.
+        ran = f"on {scales[0]} {report.scale_label}" if scales else "on no GPU count"
+        raise ResultsError(
+            f"nothing to scale: every experiment ran {ran}, so each line of the "
+            f"{report.report_kind.name} scaling chart would be one point",
+            hint="sweep the GPU count (-V 'exp.gpus=[\"0\", \"0,1\"]'), or draw the sweep as it "
+                 "is: --x exp.replica_batch --y results.throughput --series exp.model")
+    figure, (upper, lower) = _figure(2)
     for shown, cells in report.rows():
         points = sorted(cells)
         values = [cells[s].values.get(THROUGHPUT) for s in points]
@@ -300,6 +331,45 @@ def bars_figure(report: Report) -> Figure:
     return figure
 
 
+def latency_bars_figure(report: Report) -> Figure:
+    """Each row's latency percentiles as bars, one panel per scenario, each its own scale.
+
+    An offline run's latency is the whole run's (seconds), a single stream's one query's
+    (milliseconds): on one axis the offline bars would leave the others invisible.
+    """
+    shown = [item for item in report.metrics if item.key in LATENCY_KEYS]
+    if not shown:
+        return bars_figure(report)
+    rows = report.rows()
+    if not rows:
+        raise ResultsError("nothing to plot: no ok experiments", hint=_notes(report))
+    where = report.row_keys.index(SCENARIO) if SCENARIO in report.row_keys else None
+    panels: dict[Any, list[tuple[str, dict[str, float]]]] = {}
+    for values, cells in rows:
+        found = next(iter(cells.values())).values
+        label = ", ".join(key_text(v) for i, v in enumerate(values) if i != where)
+        panels.setdefault(None if where is None else values[where], []).append(
+            (label or "all", {item.key: found.get(item.key) for item in shown}))
+    figure, all_axes = _figure(len(panels), share_x=False)
+    height = sum(0.6 + 0.28 * len(items) * len(shown) / 2 for items in panels.values())
+    figure.set_size_inches(7.0, 0.8 + height)
+    width = 0.8 / len(shown)
+    for axes, (scenario, items) in zip(all_axes, panels.items()):
+        base = list(range(len(items)))[::-1]
+        for number, item in enumerate(shown):
+            numbers = [value if isinstance(value, float) else 0.0
+                       for value in (found[item.key] for _, found in items)]
+            axes.barh([b + (len(shown) - 1 - number - (len(shown) - 1) / 2) * width
+                       for b in base], numbers, height=width, label=item.title)
+        axes.set_yticks(base, [label for label, _ in items], fontsize="small")
+        axes.set_xlabel("latency (ms)")
+        if scenario is not None:
+            axes.set_title(f"scenario {key_text(scenario)}", fontsize="medium")
+        axes.grid(True, axis="x", alpha=0.3)
+    all_axes[0].legend(fontsize="small")
+    return figure
+
+
 def efficiency_figure(report: Report, heading: str | None = None) -> Figure:
     """Throughput against average power, one point per row; dotted: equal samples per joule.
 
@@ -313,8 +383,15 @@ def efficiency_figure(report: Report, heading: str | None = None) -> Figure:
         if isinstance(power, float) and isinstance(speed, float) and power > 0:
             points.append((_label(report, shown), power, speed))
     if not points:
-        raise ResultsError("nothing to plot: no ok experiment has an average power",
-                           hint="run with monitor.frequency > 0 (docs/efficiency.md)")
+        cells = report.table_cells
+        reasons = [] if cells is None else missing_reasons(cells, ENERGY_COLUMNS)
+        said = "; ".join(f"{reason} ({len(members)} experiment(s))"
+                         for reason, members in reasons)
+        raise ResultsError("nothing to plot: no ok experiment has an average power"
+                           + (f": {said}" if said else ""),
+                           hint="dlbs reads the energy counters at the backend's timed marks "
+                                "(monitor.energy, on by default: NVML on GPUs, RAPL on CPUs); "
+                                "see docs/efficiency.md")
     figure, (axes,) = _figure()
     for label, power, speed in points:
         axes.plot([power], [speed], marker="o", linestyle="none", label=label)
@@ -343,6 +420,9 @@ REPORT_CHARTS = {
     "pivot": (pivot_figure, lambda report: (
         f"{report.metrics[0].title} by {report.column_title}.")),
     "bars": (bars_figure, lambda report: f"{report.metrics[0].title} of each row."),
+    "latency": (latency_bars_figure, lambda report: (
+        "Latency percentiles of each row, one panel per scenario, each on its own scale (an "
+        "offline run's latency is the whole run's).")),
     "efficiency": (efficiency_figure, lambda report: (
         "Throughput against the average power of the timed interval, one point per row, "
         "labelled with its samples per joule; dotted: the best and the worst samples per "

@@ -24,7 +24,8 @@ from dlbs.report.metrics import CellValues
 from dlbs.report.numbers import significant, significant_all
 from dlbs.report.scaling import SCALE
 from dlbs.report.select import as_text
-from dlbs.results.output import csv_cell, csv_field, to_json
+from dlbs.results.output import csv_cell, csv_field, csv_quoted, to_json
+from dlbs.util.spreadsheet import csv_text
 
 FORMATS = ("text", "markdown", "csv", "json")
 REPORT_FORMAT = "dlbs-report"
@@ -34,8 +35,6 @@ REPORT_FORMAT_VERSION = 3
 
 MISSING = "-"
 NOTES_TITLE = "notes"
-# What makes the csv module quote a field (its default dialect, QUOTE_MINIMAL).
-_CSV_SPECIAL = (",", '"', "\r", "\n")
 
 
 def render(report: Report, fmt: str) -> str:
@@ -104,12 +103,26 @@ def key_text(value: Any) -> str:
 
 
 def header_lines(report: Report) -> list[str]:
-    """The report's title and the constant keys."""
+    """The report's title, the constant keys, and which statistic its times are."""
     lines = [report.heading]
     if report.constants:
         lines.append("All rows: " + ", ".join(f"{title(key)} {key_text(value)}"
                                               for key, value in report.constants) + ".")
+    shown = {item.key for item in report.metrics}
+    said = [text for key, text in STATISTICS if key in shown]
+    if said:
+        lines.append("Values: " + "; ".join(said) + ".")
     return lines
+
+
+#: What a value column is computed from, said above a report that shows it: `dlbs compare`
+#: and `dlbs history` follow the median batch time, a report's batch time is the mean.
+STATISTICS = (
+    ("results.time", "batch time is the mean of each run's timed batches (dlbs compare and "
+                     "dlbs history follow their median, results.time_median)"),
+    ("results.time_median", "median batch time is the median of each run's timed batches"),
+    ("results.throughput", "throughput is the effective batch over the mean batch time"),
+)
 
 
 def layout(report: Report) -> list[Grid]:
@@ -133,7 +146,8 @@ def layout(report: Report) -> list[Grid]:
         headers = key_headers + [item.title for item in report.metrics]
         numeric = key_numeric + [True] * len(report.metrics)
         if any(cell in cells.notes for cell in order.tolist()):
-            columns.append(["; ".join(cells.notes.get(cell, ())) for cell in order.tolist()])
+            shown = _note_marks(report)[0]
+            columns.append([shown.get(cell, "") for cell in order.tolist()])
             headers.append(NOTES_TITLE)
             numeric.append(False)
         return [Grid("", headers, numeric, columns)]
@@ -165,12 +179,49 @@ def _markers(report: Report) -> dict[int, int]:
 
 
 def cell_note_lines(report: Report) -> list[str]:
-    """The notes that markers `[k]` point to, one line each (tables with a column axis)."""
+    """The notes that markers `[k]` point to, one line each.
+
+    A table with a column axis marks each noted cell; one without shows its notes in a
+    column, a long one (LoadGen's reasons, a statistics warning) as its first word and a
+    marker, its text once under the table however many rows it stands beside.
+    """
     cells = report.table_cells
     if cells is None:
         return []
+    if report.column_key is None:
+        return _note_marks(report)[1]
     return [f"[{number}] {where(report, cell, None)}: {'; '.join(cells.notes[cell])}"
             for cell, number in _markers(report).items()]
+
+
+#: A note longer than this is a word and a marker in a notes column (its text below).
+SHORT_NOTE = 40
+
+
+def _note_marks(report: Report) -> tuple[dict[int, str], list[str]]:
+    """Cell -> its notes column's text, and the lines of the long notes (see above)."""
+    cells = report.table_cells
+    assert cells is not None
+    numbers: dict[str, int] = {}
+    shown: dict[int, str] = {}
+    for cell in report.displayed().tolist():
+        found = cells.notes.get(cell)
+        if not found:
+            continue
+        parts = []
+        for text in found:
+            if len(text) <= SHORT_NOTE:
+                parts.append(text)
+                continue
+            number = numbers.setdefault(text, len(numbers) + 1)
+            parts.append(f"{_note_word(text)} [{number}]")
+        shown[cell] = "; ".join(parts)
+    return shown, [f"[{number}] {text}" for text, number in numbers.items()]
+
+
+def _note_word(text: str) -> str:
+    """A note's first words: `INVALID (LoadGen): why` is `INVALID`, `warning: x` `warning`."""
+    return text.split(":", 1)[0].split(" (", 1)[0].strip() or "note"
 
 
 def _key_texts(codes: np.ndarray, table: Any) -> list[str]:
@@ -257,7 +308,7 @@ def render_csv(report: Report) -> str:
     lists and objects as JSON, None as an empty field.
     """
     columns = [_csv_part(part) for part in report.table_parts()]
-    lines = [",".join(_csv_quoted(name) for name in report.fields())]
+    lines = [",".join(csv_quoted(csv_text(name)) for name in report.fields())]
     lines.extend(map(",".join, zip(*columns)))
     return "\n".join(lines) + "\n"
 
@@ -278,10 +329,10 @@ def _csv_part(part: TablePart) -> list[str]:
 
 def _csv_text(value: Any) -> str:
     if isinstance(value, str):
-        return _csv_quoted(csv_field(value))
+        return csv_quoted(csv_field(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _csv_quoted(str(value))
-    return _csv_quoted(csv_cell(value))
+        return csv_quoted(str(value))
+    return csv_quoted(csv_cell(value))
 
 
 def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
@@ -295,12 +346,6 @@ def _csv_numbers(values: CellValues, order: np.ndarray) -> list[str]:
             if cell in values.others:
                 texts[position] = _csv_text(values.others[cell])
     return texts
-
-
-def _csv_quoted(text: str) -> str:
-    if any(special in text for special in _CSV_SPECIAL):
-        return '"' + text.replace('"', '""') + '"'
-    return text
 
 
 def report_document(report: Report) -> dict[str, Any]:

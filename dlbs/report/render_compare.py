@@ -48,6 +48,15 @@ def summary_line(comparison: Comparison) -> str:
     return line + "."
 
 
+#: What a comparison compares, for its header (a report's `time` is the mean batch time).
+STATISTIC = "the median batch time (ms) of each experiment's newest attempt"
+
+
+def notes(comparison: Comparison) -> list[str]:
+    """The notes under a comparison: what it compares and how, what it did not match on."""
+    return _notes(comparison)
+
+
 def _notes(comparison: Comparison) -> list[str]:
     notes = [
         f"Value: median batch time (ms). A change within {comparison.threshold:.1%} is "
@@ -110,7 +119,7 @@ def _one_side(comparison: Comparison) -> list[tuple[str, list[tuple[Any, ...]]]]
 
 
 def _render_text(comparison: Comparison) -> str:
-    out = [f"Comparison: {summary_line(comparison)}", ""]
+    out = [f"Comparison of {STATISTIC}: {summary_line(comparison)}", ""]
     out.extend(aligned(_grid(comparison)))
     for name, rows in _one_side(comparison):
         grid = Grid("", [title(key) for key in comparison.keys],
@@ -130,7 +139,7 @@ def _render_markdown(comparison: Comparison) -> str:
                      for row in grid.rows)
         return lines
 
-    out = ["### Comparison", "", summary_line(comparison), ""]
+    out = [f"### Comparison of {STATISTIC}", "", summary_line(comparison), ""]
     out.extend(table(_grid(comparison)))
     for name, rows in _one_side(comparison):
         grid = Grid("", [title(key) for key in comparison.keys],

@@ -51,6 +51,11 @@ class Filter:
         return cls(key, pattern)
 
 
+def literal(text: str) -> str:
+    """A glob pattern that matches `text` only (its *, ? and [ taken literally)."""
+    return "".join(f"[{char}]" if char in "*?[" else char for char in text)
+
+
 #: How a value is matched and shown: JSON for lists, objects and booleans, '' for None (the
 #: same text as a CSV cell of it).
 as_text = csv_cell

@@ -58,6 +58,7 @@ __all__ = ["REPORT_TYPES", "SCALE", "Cells", "Options", "Report", "build_report"
 REPORT_TYPES = NAMES
 # Constant keys worth a mention above the tables besides the usual ones and a user's own.
 _SHOWN_CONSTANTS = (*keys_module.LEADING, *keys_module.SIZES)
+FRAMEWORK = "exp.framework"
 
 
 def build_report(source: Attempts | Sequence[Record],
@@ -105,6 +106,11 @@ def build_report(source: Attempts | Sequence[Record],
         ordered = keys_module.preference(candidates, rules)
         row_keys = display_order(
             keys_module.choose(count, ordered, axis + lead, values_of)[len(axis):])
+    if FRAMEWORK in varying and FRAMEWORK not in row_keys and FRAMEWORK != column_key:
+        # Rows of different frameworks always say which: a dummy row split from a PyTorch
+        # one by dummy.sleep would read as a PyTorch number.
+        row_keys = [*row_keys, FRAMEWORK] if wanted is not None else \
+            display_order([*row_keys, FRAMEWORK])
     if each and keys_module.partition(count, axis + row_keys, values_of)[1] < count:
         row_keys.append(RUN)    # runs of one experiment: a row each
     if keys_module.partition(count, axis + row_keys, values_of)[1] < count:
@@ -148,12 +154,10 @@ def _check_given_keys(count: int, axis: list[str], row_keys: list[str], wanted: 
                       values_of: keys_module.ValuesOf) -> None:
     """Refuse row keys (--by, --rows) that would leave different experiments in one cell."""
     others = [key for key in candidates if key not in row_keys]
-    if not keys_module.undetermined(count, axis + row_keys, others, values_of):
-        return
     # Name the fewest keys that tell the experiments apart, not every one that follows.
-    fixed = axis + row_keys
-    loose = keys_module.choose(count, keys_module.preference(others, rules), fixed,
-                               values_of)[len(fixed):]
+    loose = keys_module.loose_keys(count, axis + row_keys, others, rules, values_of)
+    if not loose:
+        return
     described = ", ".join(f"{key} ({keys_module.distinct(values_of(key))} values)"
                           for key in loose)
     raise ResultsError(

@@ -11,7 +11,8 @@ Keys:
 - `results.peak_tflops`: one device's dense peak at the run's math, and `results.peak_source`
   (`exp.peak_tflops`, or the table's entry, math and source);
 - `results.mfu` (a fraction): `achieved_tflops / (peak_tflops x exp.num_gpus)`;
-- `results.mfu_unavailable`: why there is no MFU though there are FLOPs;
+- `results.mfu_unavailable`: why there is no MFU though there are FLOPs, and on every CPU
+  row without `exp.peak_tflops` (the peak table is of GPUs);
 - `results.gpu_mem_peak_mb` (MiB): the framework allocator's peak on one GPU, the
   `results.mem_peak` of a GPU run.
 """
@@ -32,6 +33,9 @@ PEAK_TABLE = Path("peaks") / "gpu_peak_tflops.yaml"
 #: The keys this module writes.
 COMPUTED_KEYS = ("results.achieved_tflops", "results.peak_tflops", "results.peak_source",
                  "results.mfu", "results.mfu_unavailable", "results.gpu_mem_peak_mb")
+#: Why a CPU run has no MFU.
+CPU_REASON = ("a CPU run: dlbs's peak table holds GPUs only (configs/peaks/"
+              "gpu_peak_tflops.yaml); set exp.peak_tflops to the CPU's peak TFLOPS for an MFU")
 #: exp.dtype -> the math it runs on (float32 on tensor cores is TF32, exp.use_tensor_core).
 _HALF = {"float16": "fp16", "bfloat16": "bf16"}
 
@@ -87,13 +91,17 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any],
     if params.get("exp.device_type") == "gpu" and _positive(memory):
         summary["results.gpu_mem_peak_mb"] = float(memory)
     flops = results.get("results.flops_per_sample")
+    override = params.get("exp.peak_tflops")
+    if params.get("exp.device_type") != "gpu" and not _positive(override) \
+            and _positive(throughput):
+        # CPUs have no peak table: their TFLOPS stand alone, and the row says why.
+        summary["results.mfu_unavailable"] = CPU_REASON
     if not _positive(flops) or not _positive(throughput):
         return summary
     achieved = float(flops) * float(throughput) / 1e12
     summary["results.achieved_tflops"] = achieved
-    override = params.get("exp.peak_tflops")
-    if params.get("exp.device_type") != "gpu" and not _positive(override):
-        return summary  # CPUs have no peak table: their TFLOPS stand alone
+    if "results.mfu_unavailable" in summary:
+        return summary
     gpu_model = results.get("results.gpu_model")
     if _positive(override):
         peak, source = float(override), "exp.peak_tflops"

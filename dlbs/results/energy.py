@@ -20,8 +20,8 @@ Keys (docs/efficiency.md says what each includes):
   sampling period);
 - `results.energy_warnings`: why a number may be off (the interval placed without the
   backend's marks, a counter that disagrees with the power integral by more than 10 %);
-- `results.energy_unavailable`: why there are none of these (with a monitor; without one
-  there are no energy keys at all).
+- `results.energy_unavailable`: why there are none of these (with a monitor, which reads the
+  counters at the marks by default; without one there are no energy keys at all).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ REACH_S = 0.1
 DISAGREEMENT = 0.10
 #: The monitor's text saying why it has no counter (dlbs.monitor.sampling.ENERGY_UNAVAILABLE).
 MONITOR_REASON = "energy_unavailable"
+#: Where the monitor's counters went back (dlbs.monitor.sampling.ENERGY_GAPS).
+GAPS = "energy_gaps"
 #: The keys this module writes (and `results.energy_j.<node>[.gpu<i>]`, `.gpu<i>`).
 COMPUTED_KEYS = ("results.energy_j", "results.energy_interval_s", "results.power_avg_w",
                  "results.energy_per_sample_j", "results.samples_per_joule",
@@ -99,6 +101,34 @@ def power_energy(times: Sequence[Any], power: Sequence[Any], start: float, end: 
     return float(np.sum((levels[1:] + levels[:-1]) / 2.0 * np.diff(moments)))
 
 
+def gap_inside(gaps: Any, times: Sequence[Any], start: float, end: float) -> str | None:
+    """Why the counters are unusable from `start` to `end`: a gap of theirs inside, or None.
+
+    `gaps` is the monitor's list (ENERGY_GAPS): a gap at sample i is the step from sample
+    i-1 to sample i, over which a counter went back (a reset, a driver reloaded).
+    """
+    if not isinstance(gaps, list):
+        return None
+    for gap in gaps:
+        index = gap.get("sample") if isinstance(gap, Mapping) else None
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            continue
+        after = _time_of(times, index - 1, -math.inf)
+        at = _time_of(times, index, math.inf)
+        if at > start and after < end:
+            counter = str(gap.get("counter") or "energy counter")[:200]
+            what = str(gap.get("what") or "went back")[:200]
+            return (f"the {counter} {what} between {after:.6g} s and {at:.6g} s, inside the "
+                    f"timed interval ({start:.6g} to {end:.6g} s): its energy is unknown")
+    return None
+
+
+def _time_of(times: Sequence[Any], index: int, default: float) -> float:
+    if 0 <= index < len(times) and _finite(times[index]):
+        return float(times[index])
+    return default
+
+
 def sampling_period(times: Sequence[Any]) -> float:
     """The median time between samples (0 with fewer than two)."""
     clock = [t for t in times if isinstance(t, int | float) and math.isfinite(t)]
@@ -127,7 +157,9 @@ class _Node:
         self.warnings: list[str] = []
         times = series.get("time")
         if not isinstance(times, list) or not times:
-            self.reason = "the monitor took no sample"
+            reason = series.get(MONITOR_REASON)
+            self.reason = reason if isinstance(reason, str) and reason else \
+                "the monitor took no sample"
             return
         power = series.get("gpu_power")
         integral = None
@@ -137,11 +169,20 @@ class _Node:
             counter = series.get(name)
             if not isinstance(counter, list):
                 continue
-            self.joules = counter_energy(times, counter, start, end)
-            if self.joules is None:
+            gap = gap_inside(series.get(GAPS), times, start, end)
+            if gap is not None:
+                self.reason = gap
+                return
+            first, last = counter_at(times, counter, start), counter_at(times, counter, end)
+            if first is None or last is None:
                 self.warnings.append(f"the {source} has no readings around both ends of the "
                                      "timed interval")
                 break
+            if last < first:
+                self.reason = (f"the {source} went back over the timed interval ({first:.6g} "
+                               f"J, then {last:.6g} J): the interval is unusable")
+                return
+            self.joules = last - first
             self.source = source
             self.per_gpu = self._gpus(series, times, start, end)
             if integral and abs(self.joules - integral) > DISAGREEMENT * integral:
@@ -177,7 +218,10 @@ def summarize(results: Mapping[str, Any], started_at: str | None,
               throughput: Any) -> dict[str, Any]:
     """The energy keys of one attempt (see the module's table); {} without a monitor."""
     if not isinstance(results.get(usage.TIME_SERIES), list):
-        return {}
+        # No sample (none kept): the monitor may still have said why it had no counter.
+        reason = results.get(usage.PREFIX + MONITOR_REASON)
+        return {"results.energy_unavailable": reason} if isinstance(reason, str) and reason \
+            else {}
     interval = usage.timed_interval(results, started_at)
     if interval is None:
         return {"results.energy_unavailable": "the timed interval cannot be placed on the "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,12 +52,33 @@ def csv_field(value: Any) -> str:
 
 def records_to_csv(columns: Sequence[str], records: Iterable[Mapping[str, Any]]) -> str:
     """A header of `columns`, then one row per record (`csv_cell` of each column's value)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([csv_text(column) for column in columns])
-    for record in records:
-        writer.writerow([csv_field(record.get(column)) for column in columns])
-    return buffer.getvalue()
+    return rows_to_csv(columns, ([record.get(column) for column in columns]
+                                 for record in records))
+
+
+def rows_to_csv(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A header of `columns`, then one line per row of values (`csv_field` of each).
+
+    The one CSV writer of dlbs's commands (a report writes its columns with the same
+    `csv_quoted`): text that a spreadsheet would run as a formula is kept text, and a
+    field holding a comma, a quote, a line feed or a carriage return is quoted (the csv
+    module leaves a lone carriage return bare when lines end in a line feed, and a reader
+    then splits the row there).
+    """
+    lines = [",".join(csv_quoted(csv_text(column)) for column in columns)]
+    lines.extend(",".join(csv_quoted(csv_field(value)) for value in row) for row in rows)
+    return "\n".join(lines) + "\n"
+
+
+#: What makes a CSV field quoted (RFC 4180).
+CSV_SPECIAL = (",", '"', "\r", "\n")
+
+
+def csv_quoted(text: str) -> str:
+    """`text` as one CSV field: quoted (quotes doubled) when it holds CSV_SPECIAL."""
+    if any(special in text for special in CSV_SPECIAL):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def experiments_to_csv(experiments: Sequence[dict[str, Any]]) -> str:

@@ -264,6 +264,16 @@ FOLDER_DATABASE = "folder database"
 DATABASE_NAME = "results.db"
 
 
+def folder_databases(folder: str) -> list[str]:
+    """The `results.db` of `folder` and of every folder under it, in a stable order."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        if DATABASE_NAME in files and is_store(os.path.join(root, DATABASE_NAME)):
+            found.append(os.path.join(root, DATABASE_NAME))
+    return found
+
+
 def folder_inputs(folder: str) -> tuple[list[str], list[str]]:
     """(the databases, the logs none of them knows) of a folder, as the module says.
 
@@ -271,11 +281,7 @@ def folder_inputs(folder: str) -> tuple[list[str], list[str]]:
     SQLite database, in a stable order; the logs, the regular `*.log` files under it whose
     path no database's row names (attempt_files.known_log_paths).
     """
-    databases = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        if DATABASE_NAME in files and is_store(os.path.join(root, DATABASE_NAME)):
-            databases.append(os.path.join(root, DATABASE_NAME))
+    databases = folder_databases(folder)
     known: set[str] = set()
     for database in databases:
         with open_store(database, read_only=True) as store:

@@ -36,7 +36,7 @@ _TEXT_COLUMNS = ("status_msg", "log_path", "started_at", "ended_at", "stats_warn
 # Rows asked for by rowid at once (SQLite allows 32766 parameters; fewer keep it quick).
 _ROWID_CHUNK = 500
 # The newest attempt of each experiment (as the `experiments` view), for any condition.
-_LATEST = ("SELECT a.exp_id, a.status FROM attempts AS a JOIN (SELECT exp_id, "
+_LATEST = ("SELECT a.exp_id, a.status, a.run_folder FROM attempts AS a JOIN (SELECT exp_id, "
            "MAX(attempt) AS newest FROM attempts {where} GROUP BY exp_id) AS b "
            "ON a.exp_id = b.exp_id AND a.attempt = b.newest")
 
@@ -80,6 +80,12 @@ class StoreReads(SqlStore):
         With `run_tag`, of the attempts that runs on `run_host` recorded under that tag
         (resuming per tag: docs/results.md).
         """
+        return {exp_id: status for exp_id, (status, _) in
+                self.latest_places(run_tag, run_host).items()}
+
+    def latest_places(self, run_tag: str | None = None,
+                      run_host: str | None = None) -> dict[str, tuple[str, str | None]]:
+        """`latest_statuses`, each with the log folder of the run that recorded it."""
         if run_tag is None:
             rows = self._read("read attempts", _LATEST.format(where=""))
         else:
@@ -87,7 +93,7 @@ class StoreReads(SqlStore):
             rows = self._read("read attempts",
                               _LATEST.format(where=condition) + " AND a.run_tag = ? AND "
                               "a.run_host = ?", (run_tag, run_host) * 2)
-        return {exp_id: status or STARTED for exp_id, status in rows}
+        return {exp_id: (status or STARTED, folder) for exp_id, status, folder in rows}
 
     def attempts(self, exp_id: str | None = None, latest_only: bool = False) -> list[Attempt]:
         """Stored attempts, oldest first; of one experiment, or the newest of each."""

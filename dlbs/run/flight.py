@@ -3,9 +3,11 @@
 The run loop submits (it owns the results store) and hands each job id here; `poll()` looks
 at every job in flight at once (`SchedulerTarget.poll`: one `squeue` for SLURM) and returns
 the jobs that ended, each with its outcome. Between looks it enforces the rules: `exp.timeout`
-counts a job's run time (a job still running after it is cancelled and ends `timeout`), and
-a job pending for a reason the cluster can never satisfy (`JobState.hopeless`) is cancelled
-after the target's `hopeless_after` seconds and ends `failure`. Jobs cancelled on purpose
+counts a job's run time (a job still running after it is cancelled and ends `timeout`); the
+request's `queue_timeout` counts its time in the queue, from its attempt's start (a job still
+queued after it is cancelled and ends `timeout`, with the scheduler's reason); and a job
+pending for a reason the cluster can never satisfy (`JobState.hopeless`) is cancelled after
+the target's `hopeless_after` seconds and ends `failure`. Jobs cancelled on purpose
 (`cancel`) end with the reason given (`interrupted`, or `skip`: a queued job that the
 out-of-memory rule skips now, which the loop records as skipped).
 
@@ -32,6 +34,7 @@ from dlbs.run.targets.scheduler import SUBMITTED, JobState, SchedulerTarget
 
 #: Why dlbs cancelled a job itself (`Flight.cancelled_for`).
 TIMED_OUT, HOPELESS, SKIP, STOPPED = "timeout", "hopeless", "skip", "interrupted"
+QUEUED_OUT = "queue timeout"
 
 
 @dataclass
@@ -43,6 +46,8 @@ class Flight:
     timeout: float | None
     submitted: float
     state: JobState | None = None
+    #: Seconds it may stay queued from `submitted` (None: no limit).
+    queue_timeout: float | None = None
     stuck_since: float | None = None
     cancelled_for: str | None = None
     cancel_message: str = ""
@@ -108,11 +113,18 @@ class Flights:
 
     # -- tracking ------------------------------------------------------------------------
 
-    def add(self, key: Any, job_id: str, timeout: float | None, submitted: bool = True
-            ) -> Flight:
-        """Track a job just `submitted` (pending, then), or a re-attached one."""
+    def add(self, key: Any, job_id: str, timeout: float | None, submitted: bool = True,
+            queue_timeout: float | None = None, queued_for: float = 0.0) -> Flight:
+        """Track a job just `submitted` (pending, then), or a re-attached one.
+
+        `queue_timeout`: the seconds it may stay queued; `queued_for`: the seconds it has
+        been already (a re-attached job: since its attempt started).
+        """
         flight = Flight(key, job_id, timeout if timeout and timeout > 0 else None,
-                        time.monotonic(), SUBMITTED if submitted else None)
+                        time.monotonic() - max(0.0, queued_for),
+                        SUBMITTED if submitted else None,
+                        queue_timeout=queue_timeout if queue_timeout and queue_timeout > 0
+                        else None)
         self.flights[job_id] = flight
         self.interval = self.poll_min
         return flight
@@ -159,6 +171,14 @@ class Flights:
                                               f"{state.reason}; cancelled")
             return
         flight.stuck_since = None
+        if flight.queue_timeout and state.queued and \
+                now - flight.submitted >= flight.queue_timeout:
+            reason = f", reason {state.reason}" if state.reason and state.reason != "None" \
+                else ""
+            self.cancel(flight, QUEUED_OUT, f"{job} still queued ({state.state}{reason}) after "
+                                            f"its queue timeout of {flight.queue_timeout:g} s; "
+                                            "cancelled")
+            return
         if flight.timeout and state.running and state.run_seconds >= flight.timeout:
             self.cancel(flight, TIMED_OUT, f"{job} still running after the timeout of "
                                            f"{flight.timeout:g} s; cancelled")
@@ -167,8 +187,8 @@ class Flights:
         outcome = self.target.final_outcome(flight.job_id, flight.state)
         if flight.cancelled_for is None or outcome.status != CANCELLED:
             return outcome
-        status = {TIMED_OUT: TIMEOUT, HOPELESS: FAILURE, STOPPED: INTERRUPTED,
-                  SKIP: CANCELLED}[flight.cancelled_for]
+        status = {TIMED_OUT: TIMEOUT, QUEUED_OUT: TIMEOUT, HOPELESS: FAILURE,
+                  STOPPED: INTERRUPTED, SKIP: CANCELLED}[flight.cancelled_for]
         return Outcome(status, flight.cancel_message, outcome.returncode, outcome.details)
 
     def cancel(self, flight: Flight, reason: str, message: str) -> None:

@@ -43,6 +43,7 @@ from dlbs.run.interrupts import StopRequest
 from dlbs.run.lock import RunLock
 from dlbs.run.logs import log_place_problem, trace_place_problem
 from dlbs.run.recording import (
+    FAILED_EARLIER,
     Experiment,
     Job,
     Recorder,
@@ -168,11 +169,14 @@ class Sweep:
             reattached = EarlierRuns(self.recorder, self.targets).settle(self.experiments)
             self._reattached = {attempt.exp_id for attempt, _ in reattached}
             # One query per database (and run tag), not one per experiment: sweeps can be long.
-            latest: dict[tuple[str, str | None], dict[str, str]] = {}
+            latest: dict[tuple[str, str | None], Places] = {}
             for experiment in self.experiments:
                 _resume_statuses(self.recorder.store(experiment), store_path(experiment),
                                  self._resume_tags[id(experiment)], latest)
             decisions = [(e, self._decide(e, latest)) for e in self.experiments]
+            for note in _recorded_elsewhere(decisions, {
+                    str(e["exp.id"]): self._place(e, latest)[1] for e in self.experiments}):
+                self.reporter.note(note)
             jobs = {id(e): self._job(e) for e, d in decisions
                     if d.action in (policy.RUN, policy.SIMULATE)}
             self._preflight(list(jobs.values()))
@@ -201,9 +205,15 @@ class Sweep:
                 latest: Mapping[tuple[str, str | None], Mapping[str, str]]) -> policy.Decision:
         if experiment["exp.id"] in self._reattached:
             return policy.Decision(policy.IGNORE, "its job was re-attached")
-        statuses = latest[(store_path(experiment), self._resume_tags[id(experiment)])]
         return self._host_checked(experiment, policy.decide(
-            experiment, statuses.get(experiment["exp.id"]), self.recorder.oom_limit(experiment)))
+            experiment, self._place(experiment, latest)[0],
+            self.recorder.oom_limit(experiment)))
+
+    def _place(self, experiment: Experiment,
+               latest: Mapping[tuple[str, str | None], Places]) -> tuple[str | None, str | None]:
+        """The newest stored attempt's (status, folder) that resuming reads; Nones if none."""
+        places = latest[(store_path(experiment), self._resume_tags[id(experiment)])]
+        return places.get(str(experiment["exp.id"]), (None, None))
 
     def _host_checked(self, experiment: Experiment, decision: policy.Decision
                       ) -> policy.Decision:
@@ -224,16 +234,15 @@ class Sweep:
         stores = dict(self.recorder.existing_stores(self.experiments))
         previews = []
         to_run: list[Job] = []
-        latest: dict[tuple[str, str | None], dict[str, str]] = {}
+        latest: dict[tuple[str, str | None], Places] = {}
         try:
             for experiment in self.experiments:
                 path = store_path(experiment)
                 store = stores[path]
-                statuses = _resume_statuses(store, path, self._resume_tags[id(experiment)],
-                                            latest)
+                _resume_statuses(store, path, self._resume_tags[id(experiment)], latest)
                 oom = oom_limits.oom_limit(store, policy.oom_key(experiment)) if store else None
                 decision = self._host_checked(experiment, policy.decide(
-                    experiment, statuses.get(experiment["exp.id"]), oom))
+                    experiment, self._place(experiment, latest)[0], oom))
                 request = None
                 if decision.action in (policy.RUN, policy.SIMULATE):
                     job = self._job(experiment)
@@ -245,7 +254,9 @@ class Sweep:
                         job = self._job(experiment)
                         request = job.target.describe(job.invocation)
                 action = decision.action
-                if action == policy.IGNORE:
+                if decision.failed_earlier:
+                    action = FAILED_EARLIER
+                elif action == policy.IGNORE:
                     action = "disabled" if "exp.status" in decision.reason else "done"
                 previews.append(Preview(experiment, action, decision.reason, request))
             self.warnings = self._host_access_warnings(to_run)
@@ -264,6 +275,13 @@ class Sweep:
         """Handle what needs no run (ignored, failed here, simulated); False to start it."""
         if decision.action == policy.FAIL:
             self.recorder.not_started(experiment, decision.reason)
+            return True
+        if decision.failed_earlier:
+            message = (f"an earlier run recorded {decision.recorded}; not run again, as "
+                       f"exp.rerun is {experiment.get('exp.rerun') or 'never'}")
+            self.summary.add(FAILED_EARLIER)
+            self.summary.failures.append((experiment, FAILED_EARLIER, message, None))
+            self.reporter.finished(experiment, FAILED_EARLIER, message, None, 0.0)
             return True
         if decision.action == policy.IGNORE:
             if experiment.get("exp.id") not in self._reattached:
@@ -323,12 +341,37 @@ class Sweep:
         self.targets.close()
 
 
+Places = dict[str, tuple[str, str | None]]
+
+
 def _resume_statuses(store: ResultsStore | None, location: str, tag: str | None,
-                     latest: dict[tuple[str, str | None], dict[str, str]]) -> dict[str, str]:
-    """The statuses resuming reads: per tag and host when the user set a tag (memoised)."""
+                     latest: dict[tuple[str, str | None], Places]) -> Places:
+    """What resuming reads: each newest attempt's status and folder (memoised).
+
+    Per tag and host when the user set a tag.
+    """
     key = (location, tag)
     if key not in latest:
         latest[key] = {} if store is None else (
-            store.latest_statuses() if tag is None else
-            store.latest_statuses(tag, socket.gethostname()))
+            store.latest_places() if tag is None else
+            store.latest_places(tag, socket.gethostname()))
     return latest[key]
+
+
+def _recorded_elsewhere(decisions: Sequence[tuple[Experiment, policy.Decision]],
+                        places: Mapping[str, str | None]) -> list[str]:
+    """Notes on experiments not run again whose results another log folder holds.
+
+    A second folder with the same store, run tag and host resumes the first one's
+    experiments: their logs and results are where that run put them.
+    """
+    elsewhere: dict[str, int] = {}
+    for experiment, decision in decisions:
+        folder = places.get(str(experiment["exp.id"]))
+        if decision.action == policy.IGNORE and decision.recorded and folder and \
+                folder != os.path.abspath(log_dir(experiment)):
+            elsewhere[folder] = elsewhere.get(folder, 0) + 1
+    return [f"{count} experiment{'s' if count > 1 else ''} already recorded by a run in {folder} "
+            f"(same results store, run tag and host) {'were' if count > 1 else 'was'} not run "
+            f"again: their logs are there (dlbs report {folder}); a new runtime.run_tag "
+            "measures them again" for folder, count in sorted(elsewhere.items())]

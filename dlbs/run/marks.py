@@ -12,13 +12,18 @@ job id), before the benchmark starts: a `dlbs run` killed at any moment leaves a
 attempt whose mark tells the next run what to stop (`ProcessTarget.stop_leftovers`).
 
 A scheduler's attempt has no mark: its job id column holds `pending:<name>:<index>` from just
-before the submission until the scheduler's answer (the job id) is recorded, so that a loop
-killed in between finds the job by its name (`SchedulerTarget.find_submitted`).
+before the submission until the scheduler's answer is recorded, so that a loop killed in
+between finds the job by its name (`SchedulerTarget.find_submitted`); then `<job id> <name>`.
+The submission's name is `dlbs-<experiment>-<token>` (`dlbs-array-<token>` for a job array),
+the token unique to the submission: a later run re-attaches to the job, and may cancel it,
+only when the scheduler's job has that name, is this user's and runs that experiment
+(`SchedulerTarget.adoption`), never because a row of the store names a job id.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import uuid
 from collections.abc import Mapping
@@ -97,3 +102,49 @@ def decode_pending(job_id: str) -> tuple[str, int | None]:
     """The submission's name and the attempt's entry in it (None: the only one)."""
     name, _, index = job_id[len(PENDING_PREFIX):].partition(":")
     return name, int(index) if index.isdigit() else None
+
+
+#: The name of a submission of several experiments (a job array).
+ARRAY = "array"
+_TOKEN = re.compile(r"^[0-9a-f]{8}$")
+
+
+def name_part(label: str) -> str:
+    """An experiment's label as a part of a job's name: safe characters, at most 40."""
+    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in label)[:40]
+
+
+def submission_name(label: str | None) -> str:
+    """A fresh name for a submission of experiment `label` (None: of several, an array)."""
+    part = ARRAY if label is None else name_part(label)
+    return f"dlbs-{part}-{uuid.uuid4().hex[:8]}"
+
+
+def name_mismatch(name: str | None, exp_id: str, array: bool | None = None) -> str | None:
+    """Why `name` is not a submission name of experiment `exp_id` (None: it is one).
+
+    `array`: whether the submission was a job array's (None: either).
+    """
+    if not name:
+        return ("the attempt recorded no submission name with its job id (a dlbs before "
+                "2026-11 recorded none; or not dlbs)")
+    parts = [ARRAY] if array else [name_part(str(exp_id))] if array is False else \
+        [ARRAY, name_part(str(exp_id))]
+    for part in parts:
+        prefix = f"dlbs-{part}-"
+        if name.startswith(prefix) and _TOKEN.match(name[len(prefix):]):
+            return None
+    return (f"{name[:120]!r} is not the name of a submission of experiment {exp_id} "
+            f"(dlbs names it dlbs-{parts[-1]}-<token>)")
+
+
+def submitted(job_id: str, name: str) -> str:
+    """The job id column of an attempt whose submission `name` the scheduler took as `job_id`."""
+    return f"{job_id} {name}"
+
+
+def decode_submitted(text: str) -> tuple[str, str | None]:
+    """(job id, submission name) of the column; no name in an older record."""
+    job_id, _, name = text.strip().partition(" ")
+    return job_id, name.strip() or None
+

@@ -1,7 +1,8 @@
 """Out-of-memory limits: the smallest replica batch that ran out of memory, per kind.
 
-The run policy (policy.py) skips an experiment whose replica batch is at least the limit of
-its kind (framework, device type, model, dtype, phase: `policy.oom_key`), unless
+The run policy (policy.py) skips an experiment whose replica batch (in tokens for a
+transformer: `policy.replica_size`) is at least the limit of its kind (framework, device
+type, model with `exp.oom_class`, dtype, phase: `policy.oom_key`), unless
 `exp.ignore_past_errors`; the loop records a limit when an attempt runs out of memory. The
 limits live in the results store beside the attempts (table `oom_limits`, schema.py), so
 they outlast the run and every run on the store learns them; these statements are the

@@ -35,7 +35,9 @@ from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
 Experiment = dict[str, Any]
-FAILED = ("failure", "timeout", "cancelled")
+FAILED = policy.FAILED
+#: The summary's count of experiments not run again because an earlier run recorded them failed.
+FAILED_EARLIER = "failed earlier"
 
 
 class Reporter(Protocol):
@@ -65,7 +67,7 @@ class Summary:
     def exit_status(self) -> int:
         if self.interrupted:
             return self.stop_status
-        return 1 if any(self.counts.get(s) for s in FAILED) else 0
+        return 1 if any(self.counts.get(s) for s in (*FAILED, FAILED_EARLIER)) else 0
 
 
 @dataclass
@@ -265,9 +267,10 @@ class Recorder:
         self.end(attempt.store, attempt.exp_id, attempt.number, attempt.log_path,
                  attempt.started_at, verdict.status, verdict.message, verdict.results,
                  environment)
-        if verdict.out_of_memory and isinstance(experiment.get("exp.replica_batch"), int):
-            oom_limits.record_oom(attempt.store, policy.oom_key(experiment),
-                                  experiment["exp.replica_batch"], exp_id=attempt.exp_id)
+        size = policy.replica_size(experiment)
+        if verdict.out_of_memory and size is not None:
+            oom_limits.record_oom(attempt.store, policy.oom_key(experiment), size,
+                                  exp_id=attempt.exp_id)
         self.summary.add(verdict.status)
         if verdict.status != "ok":
             self.summary.failures.append((experiment, verdict.status, verdict.message,

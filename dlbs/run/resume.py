@@ -6,10 +6,15 @@ that still runs on this host means another run uses the database under a name th
 could not see, and stops this one before it touches anything):
 - a local or container attempt (its job id is a mark, `dlbs.run.marks`): what it may still
   run on this host is stopped (`ProcessTarget.stop_leftovers`) and it is closed interrupted;
-- a scheduler's attempt with a job id: re-attached, followed like a job this run submitted;
+- a scheduler's attempt with a job id: re-attached, followed like a job this run submitted,
+  when the scheduler's job is the attempt's (`SchedulerTarget.adoption`: its name is the
+  submission's the attempt recorded, it is this user's and runs the attempt's experiment);
+  else closed interrupted with the reason, and the job is left alone: an attempt is a row
+  of a store, which whoever can write to the store wrote (docs/security.md);
 - a scheduler's attempt whose submission's answer was never recorded (a pending name): found
-  by its name (`SchedulerTarget.find_submitted`) and re-attached; when the scheduler never
-  took it, closed interrupted; when it forgot it, judged by its log;
+  by its name among this user's jobs (`SchedulerTarget.find_submitted`) and re-attached as
+  above; when the scheduler never took it, closed interrupted; when it forgot it, judged by
+  its log;
 - any other open attempt (dlbs died before it started anything): closed interrupted.
 """
 
@@ -64,10 +69,10 @@ class EarlierRuns:
                 if target is None:
                     self._end(store, stored, "interrupted", INTERRUPTED_MESSAGE)
                     continue
-                if marks.is_pending(job_id):
-                    job_id = self._find_lost_submission(target, stored, experiment, store)
-                    if not job_id:
-                        continue
+                adopted = self._adopted(target, stored, experiment, store)
+                if adopted is None:
+                    continue
+                job_id = adopted
                 self.reporter.note(f"re-attaching to {target.job_word} {job_id} of "
                                    f"experiment {stored.exp_id}")
                 job = Job(experiment, target, reattach_invocation(experiment))
@@ -83,6 +88,40 @@ class EarlierRuns:
         """Close an open attempt of an earlier run: its store and its log (Recorder.end)."""
         self.recorder.end(store, stored.exp_id, stored.attempt, stored.log_path,
                           stored.started_at, status, message, results)
+
+    def _adopted(self, target: SchedulerTarget, stored: Any, experiment: Experiment,
+                 store: ResultsStore) -> str | None:
+        """The job id to re-attach to, or None: the attempt is closed (or judged) here.
+
+        Only a job the scheduler says is the attempt's is adopted; of any other the reason
+        is said, the attempt is closed interrupted, and the job is neither followed nor
+        cancelled.
+        """
+        recorded = str(stored.job_id)
+        if marks.is_pending(recorded):
+            name, index = marks.decode_pending(recorded)
+            why = marks.name_mismatch(name, stored.exp_id, array=index is not None)
+            if why is None:
+                job_id = self._find_lost_submission(target, stored, experiment, store, name,
+                                                    index)
+                if not job_id:
+                    return None
+                why = target.adoption(job_id, name, str(stored.exp_id))
+                if why is None:  # the scheduler's answer, recorded at last
+                    store.set_job_id(stored.exp_id, stored.attempt, marks.submitted(job_id, name))
+        else:
+            job_id, found_name = marks.decode_submitted(recorded)
+            name = found_name or ""
+            why = marks.name_mismatch(found_name, stored.exp_id) or \
+                target.adoption(job_id, name, str(stored.exp_id))
+        if why is None:
+            return job_id
+        what = f"{target.job_word} {job_id[:60] if job_id.isprintable() else repr(job_id[:60])}"
+        self.reporter.note(f"not re-attaching to {what} of experiment {stored.exp_id}: {why}; "
+                           "the attempt is closed, and the job left alone")
+        self._end(store, stored, "interrupted",
+                  f"{INTERRUPTED_MESSAGE}; not re-attached to {what}: {why}")
+        return None
 
     def _scheduler(self, stored: Any) -> SchedulerTarget | None:
         """The scheduler an attempt was submitted to (as its recorded parameters say)."""
@@ -115,7 +154,8 @@ class EarlierRuns:
         self._end(store, stored, "interrupted", message)
 
     def _find_lost_submission(self, target: SchedulerTarget, stored: Any,
-                              experiment: Experiment, store: ResultsStore) -> str:
+                              experiment: Experiment, store: ResultsStore, name: str,
+                              index: int | None) -> str:
         """The job id of a submission whose answer was never recorded; "" if none was made.
 
         The attempt's submission name is in its pending mark; the scheduler (or its
@@ -123,10 +163,8 @@ class EarlierRuns:
         is closed as interrupted and runs again; when it did but the job is long forgotten,
         the log (which the job appends to) tells whether it ran.
         """
-        name, index = marks.decode_pending(str(stored.job_id))
         found = target.find_submitted(name, index)
         if found:
-            store.set_job_id(stored.exp_id, stored.attempt, found)
             return found
         log_path = str(stored.log_path)
         absorb_node_files(log_path)

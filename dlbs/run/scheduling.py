@@ -19,7 +19,7 @@ the sweep (`Driver.lost_store`).
 
 from __future__ import annotations
 
-import uuid
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +35,7 @@ from dlbs.run.outcome import CANCELLED, INTERRUPTED, Outcome
 from dlbs.run.pool import ProcessPool
 from dlbs.run.recording import Attempt, Experiment, Recorder
 from dlbs.run.targets import SchedulerTarget, SubmitLimit, Target
-from dlbs.run.work import attempt_work, job_timeout
+from dlbs.run.work import attempt_work, job_timeout, queue_timeout
 
 NOT_SUBMITTED = "the sweep stopped before this experiment's job was submitted"
 
@@ -79,8 +79,10 @@ class Driver:
     def drive(self, pending: Pending, reattached: list[tuple[Attempt, str]]) -> None:
         """Start experiments as room allows and finish each as it ends, until all are done."""
         for attempt, job_id in reattached:
-            self._flights(attempt.job.target).add(attempt, job_id, job_timeout(attempt.job),
-                                                  submitted=False)
+            self._flights(attempt.job.target).add(
+                attempt, job_id, job_timeout(attempt.job), submitted=False,
+                queue_timeout=queue_timeout(attempt.job),
+                queued_for=time.time() - attempt.started_epoch)
         try:
             while ((pending and self.lost_store is None) or self.pool.running
                    or self._in_flight()):
@@ -191,7 +193,7 @@ class Driver:
                 refused += group
                 continue
             try:
-                job_ids = self._submit_group(group, target)
+                job_ids, name = self._submit_group(group, target)
             except ResultsError as error:  # its pending names: nothing was submitted
                 self._lose_store(error)
                 refused += group
@@ -215,18 +217,20 @@ class Driver:
                 continue
             flights.accepted()
             for attempt, job_id in zip(group, job_ids):
-                self._recorded(self.recorder.job_id, attempt, job_id)
-                flights.add(attempt, job_id, job_timeout(attempt.job))
+                self._recorded(self.recorder.job_id, attempt, marks.submitted(job_id, name))
+                flights.add(attempt, job_id, job_timeout(attempt.job),
+                            queue_timeout=queue_timeout(attempt.job))
         return refused
 
-    def _submit_group(self, group: list[Attempt], target: SchedulerTarget) -> list[str]:
-        """Submit one group; its pending names are recorded first."""
-        label = group[0].job.invocation.label if len(group) == 1 else "array"
-        name = f"dlbs-{_name_part(label)}-{uuid.uuid4().hex[:8]}"
+    def _submit_group(self, group: list[Attempt], target: SchedulerTarget
+                      ) -> tuple[list[str], str]:
+        """Submit one group (its pending names are recorded first); its job ids and name."""
+        name = marks.submission_name(group[0].job.invocation.label if len(group) == 1
+                                     else None)
         for index, attempt in enumerate(group):
             self.recorder.job_id(attempt, marks.pending(name, index if len(group) > 1
                                                         else None))
-        return target.submit_many([(a.job.invocation, a.log_path) for a in group], name)
+        return target.submit_many([(a.job.invocation, a.log_path) for a in group], name), name
 
     # -- ending --------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -265,7 +269,7 @@ class Driver:
             return policy.oom_key(other) == key and policy.too_large(other, limit)
 
         cancelled = flights.cancel_queued(skipped, lambda flight: (
-            f"replica batch {flight.key.job.experiment.get('exp.replica_batch')} >= {limit}, "
+            f"{policy.describe_size(flight.key.job.experiment)} >= {limit}, "
             f"which ran out of memory (experiment {failed['exp.id']}): its queued job "
             f"{flight.job_id} was cancelled (set exp.ignore_past_errors to try)"))
         if cancelled:
@@ -318,8 +322,3 @@ class Driver:
         if outcome.status == INTERRUPTED and self.stop.reason:
             outcome.message = f"interrupted: dlbs run got {self.stop.reason}"
         return outcome
-
-
-def _name_part(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "_.-" else "-" for c in label)[:40]
-

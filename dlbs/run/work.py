@@ -64,14 +64,24 @@ def job_timeout(job: Job) -> float | None:
         return None
 
 
-def _monitor(job: Job, log_path: str) -> Any:
-    """A resource monitor when `monitor.frequency` > 0 and the target runs here.
+def queue_timeout(job: Job) -> float | None:
+    """The seconds a scheduler's job may wait in its queue (its request's); None: no limit."""
+    batch = job.invocation.batch
+    return batch.queue_timeout if batch is not None and batch.queue_timeout > 0 else None
 
-    It follows the attempt's log for the backend's marks of its timed interval.
+
+def _monitor(job: Job, log_path: str) -> Any:
+    """The resource monitor of an attempt the target runs here, or None.
+
+    It samples every `monitor.frequency` seconds; at 0, with `monitor.energy` (the default),
+    it only reads the energy counters at the backend's marks. Either way it follows the
+    attempt's log for the marks of the timed interval.
     """
     frequency = job.invocation.monitor_frequency
-    if frequency <= 0 or not isinstance(job.target, ProcessTarget):
+    if not isinstance(job.target, ProcessTarget):
+        return None
+    if frequency <= 0 and not job.invocation.monitor_energy:
         return None
     from dlbs.monitor import ResourceMonitor
 
-    return ResourceMonitor(frequency, job.invocation.gpus, log=log_path)
+    return ResourceMonitor(max(frequency, 0.0), job.invocation.gpus, log=log_path)

@@ -8,12 +8,16 @@ most `MAX_EVENT_BYTES` (decompressed): the parser builds a long string in time t
 with the square of its length, so a 1 MB gzip holding a 1 GB event name is refused after
 its first few MiB. Anything that is not such a trace (not gzip or JSON, cut short, events
 that are not objects, a complete event whose time is not a number, an event too large)
-raises `TraceError` naming the file and the reason.
+raises `TraceError` naming the file and the reason. A span whose duration is negative (an
+"X" event's `dur`, an "E" event before its "B") or whose time or duration is not finite is
+not a span of time: it is left out, counted in `left_out` with the first one described in
+`first_left_out`, and the views say so in a note (a damaged trace, or clocks that disagree).
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zlib
 from collections.abc import Iterator
@@ -49,8 +53,12 @@ class TraceFile:
             raise TraceError(f"{self.path} is not a Chrome trace: it holds neither a JSON object "
                              f"nor an array" + (" (after gzip)" if self.compressed else ""))
         self.is_array = first == b"["
-        #: Events read by the last `spans()` pass, and how many of them were complete spans.
+        #: Events read by the last `spans()` pass.
         self.events_read = 0
+        #: Spans the last pass left out (a negative or non-finite duration or time), and the
+        #: first of them, described.
+        self.left_out = 0
+        self.first_left_out: str | None = None
 
     # -- public ----------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
@@ -78,6 +86,7 @@ class TraceFile:
     def spans(self) -> Iterator[Span]:
         """Every complete ("X") event and matched "B"/"E" pair, in file order."""
         self.events_read = 0
+        self.left_out, self.first_left_out = 0, None
         open_spans: dict[tuple[Any, Any], list[tuple[str, str, float, dict[str, Any]]]] = {}
         with self._guard(), self._open() as stream:
             for index, event in enumerate(ijson.items(stream, "item" if self.is_array else
@@ -89,10 +98,12 @@ class TraceFile:
                     raise TraceError(f"{self.path}: event #{index} is not a JSON object")
                 phase = event.get("ph")
                 if phase == "X":
-                    yield Span(str(event.get("cat", "")), str(event.get("name", "")),
-                               self._number(event, "ts", index),
-                               self._number(event, "dur", index), event.get("pid"),
-                               event.get("tid"), _args(event))
+                    found = Span(str(event.get("cat", "")), str(event.get("name", "")),
+                                 self._number(event, "ts", index),
+                                 self._number(event, "dur", index), event.get("pid"),
+                                 event.get("tid"), _args(event))
+                    if self._keeps(found, index):
+                        yield found
                 elif phase == "B":
                     stack = open_spans.setdefault((event.get("pid"), event.get("tid")), [])
                     stack.append((str(event.get("cat", "")), str(event.get("name", "")),
@@ -102,12 +113,24 @@ class TraceFile:
                     if stack:
                         cat, name, begin, args = stack.pop()
                         end = self._number(event, "ts", index)
-                        yield Span(cat, name, begin, max(0.0, end - begin), event.get("pid"),
-                                   event.get("tid"), {**args, **_args(event)})
+                        found = Span(cat, name, begin, end - begin, event.get("pid"),
+                                     event.get("tid"), {**args, **_args(event)})
+                        if self._keeps(found, index):
+                            yield found
             if not self.is_array and self.events_read == 0:
                 self._check_has_events()
 
     # -- helpers ---------------------------------------------------------------------------
+    def _keeps(self, span: Span, index: int) -> bool:
+        """Whether `span` (ending at event #`index`) is a span of time; else it is counted."""
+        if math.isfinite(span.ts) and math.isfinite(span.dur) and span.dur >= 0:
+            return True
+        self.left_out += 1
+        if self.first_left_out is None:
+            self.first_left_out = (f"event #{index} ({span.name[:60]!r}): ts {span.ts:g}, "
+                                   f"dur {span.dur:g}")
+        return False
+
     def _number(self, event: dict[str, Any], key: str, index: int) -> float:
         value = event.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):

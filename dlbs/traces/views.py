@@ -584,4 +584,9 @@ def view(name: str, trace: TraceFile, sort: str | None = None, top: int | None =
     """The table of view `name` (one of VIEWS)."""
     if name not in VIEW_FUNCTIONS:
         raise ViewError(f"unknown view {name!r}; choose one of {', '.join(VIEWS)}")
-    return VIEW_FUNCTIONS[name](trace, sort=sort, top=top)
+    table = VIEW_FUNCTIONS[name](trace, sort=sort, top=top)
+    if trace.left_out:
+        table.notes.append(f"{trace.left_out} event(s) left out: a negative or non-finite "
+                           f"duration or time (the first: {trace.first_left_out}); the trace "
+                           "is damaged, or its clocks disagree")
+    return table

@@ -1,4 +1,8 @@
-"""Top-1 and top-5 over a dataset, every sample exactly once, and the predictions file."""
+"""Top-1 and top-5 over a dataset, every sample exactly once, and the predictions file.
+
+A model of five classes or fewer has every class among its five best: its top-5 would be 1
+whatever it predicts. It is not reported; `results.top5_unavailable` says why.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,9 @@ def read_labels(path: str, num_classes: int) -> list[str]:
         names.pop()
     if len(names) < num_classes:
         raise LabelsError(f"--labels {path}: {len(names)} class names for a model of "
-                          f"{num_classes} classes")
+                          f"{num_classes} classes; for a model of {len(names)} classes, set "
+                          f"exp.num_classes to {len(names)} (the backend's --num_classes "
+                          f"{len(names)})")
     return names
 
 
@@ -40,11 +46,25 @@ def top_entries(classes: Sequence[int], probabilities: Sequence[float],
     return entries
 
 
+#: Top-5 counts a hit when the true class is among this many best predictions.
+TOP_K = 5
+
+
+def top5_unavailable(num_classes: int | None) -> str | None:
+    """Why a model of `num_classes` classes has no meaningful top-5 (None: it has one)."""
+    if num_classes is None or num_classes > TOP_K:
+        return None
+    return (f"the model has {num_classes} class{'es' if num_classes != 1 else ''}, all among "
+            f"its {TOP_K} best: top-5 would be 1 whatever it predicts")
+
+
 class AccuracyCounter:
     """Counts top-1/top-5 hits and how often each sample was classified."""
 
-    def __init__(self, total: int, keep_predictions: bool) -> None:
+    def __init__(self, total: int, keep_predictions: bool,
+                 num_classes: int | None = None) -> None:
         self.total = total
+        self.num_classes = num_classes
         self.seen = [0] * total
         self.top1 = 0
         self.top5 = 0
@@ -56,7 +76,7 @@ class AccuracyCounter:
         self.seen[index] += 1
         best = [int(c) for c in classes]
         self.top1 += bool(best) and best[0] == label
-        self.top5 += label in best[:5]
+        self.top5 += label in best[:TOP_K]
         if self.predictions is not None:
             self.predictions[index] = (label, best, [float(p) for p in probabilities])
 
@@ -68,10 +88,19 @@ class AccuracyCounter:
             raise RuntimeError(f"accuracy: {missing} of {self.total} samples were never "
                                f"classified and {repeated} more than once")
 
-    def results(self) -> dict[str, float]:
-        """`results.top1`, `results.top5` (fractions) and `results.num_samples`."""
-        return {"results.top1": self.top1 / self.total, "results.top5": self.top5 / self.total,
-                "results.num_samples": self.total}
+    def results(self) -> dict[str, float | str]:
+        """`results.top1`, `results.top5` (fractions) and `results.num_samples`.
+
+        Of a model of five classes or fewer, `results.top5_unavailable` instead of top-5.
+        """
+        results: dict[str, float | str] = {"results.top1": self.top1 / self.total,
+                                           "results.num_samples": self.total}
+        why = top5_unavailable(self.num_classes)
+        if why is None:
+            results["results.top5"] = self.top5 / self.total
+        else:
+            results["results.top5_unavailable"] = why
+        return results
 
     def write_predictions(self, path: str, top: int, names: Sequence[str] | None,
                           sample_name) -> None:

@@ -297,7 +297,8 @@ class _Harness:
         self.top = 0
         if self.scenario == "accuracy":
             self.accuracy = AccuracyCounter(system.total_samples,
-                                            keep_predictions=bool(options.predictions_file))
+                                            keep_predictions=bool(options.predictions_file),
+                                            num_classes=system.num_classes)
             self.top = max(5, options.top)
         self.sizes = self._batch_sizes()
         # The queue of the queued scenarios, served by the lanes' threads.

@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPUs on this node (recorded; a scenario's devices with --device gpu)")
     p.add_argument("--data_dir", default="", help="dataset path (recorded only)")
     p.add_argument("--num_threads", type=int, default=0, help="CPU threads (recorded only)")
-    add_num_classes_flag(p, "the model's number of classes (recorded only)")
+    add_num_classes_flag(p, "the model's number of classes (the scenarios' dummy model's; "
+                         "recorded)")
     for name, help_text in (
         ("forward_only", "inference if true, else training"),
         ("busy", "burn CPU for a batch's time instead of sleeping"),
@@ -525,20 +526,22 @@ def dummy_system(opts):
     Its lanes are --inference_streams per device (--num_gpus devices with --device gpu, one
     on the CPU), each a thread of the harness that sleeps its batch's time: the stand-in for
     the GPUs of one system under test, with which the harness's dispatch is tested.
-    Sample i's class is i % DUMMY_CLASSES; the dummy answers it first, except for every fourth
-    sample (i % 4 == 3), where it ranks it second: top-1 is 0.75 and top-5 1.0 over a
-    multiple of four samples.
+    Sample i's class is i % classes (--num_classes, else DUMMY_CLASSES); the dummy answers
+    it first, except for every fourth sample (i % 4 == 3), where it ranks it second: top-1 is
+    0.75 and top-5 1.0 over a multiple of four samples (with five classes or fewer, top-5 is
+    not reported: benchmark_common/accuracy.py).
     """
     from benchmark_common.system import InferenceSystem
 
     devices = max(1, opts.num_gpus) if opts.device == "gpu" else 1
+    classes_of_model = opts.num_classes or DUMMY_CLASSES
 
     class DummySystem(InferenceSystem):
         title = MODEL_TITLES.get(opts.model, opts.model)
         total_samples = opts.evaluation.num_samples if opts.evaluation.num_samples > 0 \
             else DUMMY_SAMPLES
         performance_samples = min(total_samples, DUMMY_SAMPLES)
-        num_classes = DUMMY_CLASSES
+        num_classes = classes_of_model
         lanes = devices * opts.evaluation.inference_streams
 
         def load(self, indices):
@@ -551,15 +554,15 @@ def dummy_system(opts):
             classes, chances = [], []
             for index in indices:
                 label = self.label(index)
-                best = [(label + k) % DUMMY_CLASSES for k in range(top)]
-                if index % 4 == 3:
+                best = [(label + k) % classes_of_model for k in range(min(top, classes_of_model))]
+                if index % 4 == 3 and len(best) > 1:
                     best[0], best[1] = best[1], best[0]
                 classes.append(best)
                 chances.append([0.5 / (k + 1) for k in range(top)])
             return lambda: (classes, chances)
 
         def label(self, index):
-            return index % DUMMY_CLASSES
+            return index % classes_of_model
 
         def sample_name(self, index):
             return f"sample_{index}"

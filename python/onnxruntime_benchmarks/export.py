@@ -110,6 +110,9 @@ def export(opts: Options, path: Path) -> None:
         spec = registry.get_model_spec(opts.model, opts.num_classes)
     except ValueError as error:  # the PyTorch backend's UnknownModelError lists the ids
         raise UserError(str(error)) from None
+    if getattr(spec, "sequence", None) is not None:
+        raise UserError(f"{opts.model} is a transformer over token ids, which this backend "
+                        "does not export (the PyTorch backend trains and runs it)")
     dtype = {"float32": torch.float32, "float16": torch.float16,
              "bfloat16": torch.bfloat16}[opts.dtype]
     started = time.perf_counter()

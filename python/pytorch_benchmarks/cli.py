@@ -24,7 +24,9 @@ from .trace_flags import TraceOptions, add_trace_flags, trace_options
 __all__ = ["FlagError", "Options", "build_parser", "parse_bool", "parse_dtype", "parse_options"]
 
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-OPTIMIZERS = ("sgd", "lars")
+OPTIMIZERS = ("sgd", "lars", "adamw")
+CHECKPOINTING = ("none", "selective", "full")
+DATA_PARALLEL = ("auto", "fsdp", "ddp")
 OPTIMIZER_IMPLEMENTATIONS = ("fused", "foreach")
 
 
@@ -76,6 +78,11 @@ class Options(ProtocolOptions):
     timing: str
     compile_ddp: str
     lr: float
+    #: Transformers: tokens per sequence (0: the model's default).
+    seq_len: int
+    activation_checkpointing: str
+    #: fsdp or ddp over several replicas; auto: fsdp for transformers, ddp for the others.
+    data_parallel: str
     #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
     evaluation: EvaluationOptions = EvaluationOptions()
     #: The tracing flags (--trace_level, ...: docs/tracing.md).
@@ -160,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch._inductor.config settings for --compile (coordinate_descent_tuning=true)",
     )
     p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
-                   help="training: SGD with momentum, or LARS (MLPerf's ResNet-50 optimizer)")
+                   help="training: SGD with momentum, LARS (MLPerf's ResNet-50 optimizer) or "
+                        "AdamW (betas 0.9/0.95, weight decay 0.1: the LLM recipe)")
     p.add_argument("--optimizer_impl", default="fused", choices=OPTIMIZER_IMPLEMENTATIONS,
                    help="torch.optim's fused kernel or its multi-tensor (foreach) one")
     add_bool_flag(
@@ -210,7 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU: synchronize after every batch (sync), or stamp batch ends with CUDA events "
         "and synchronize once at the end (events)",
     )
-    p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate")
+    p.add_argument("--seq_len", type=int, default=0,
+                   help="transformers: tokens per sequence (0: the model's default)")
+    p.add_argument("--activation_checkpointing", default="none", choices=CHECKPOINTING,
+                   help="transformers: recompute each block's activations in backward: none, "
+                        "selective (all but matmul and attention outputs) or full")
+    p.add_argument("--data_parallel", default="auto", choices=DATA_PARALLEL,
+                   help="several replicas: FSDP2 (fully_shard, transformers only) or DDP; "
+                        "auto: fsdp for transformers, ddp for the other models")
     add_evaluation_flags(p)
     add_trace_flags(p)
     return p
@@ -235,6 +251,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         raise FlagError(f"--num_warmup_batches must be >= 0, got {opts.num_warmup_batches}")
     if opts.num_loader_threads < 0:
         raise FlagError(f"--num_loader_threads must be >= 0, got {opts.num_loader_threads}")
+    if opts.seq_len < 0:
+        raise FlagError(f"--seq_len must be >= 0, got {opts.seq_len}")
     if opts.num_threads < 0:
         raise FlagError(f"--num_threads must be >= 0, got {opts.num_threads}")
     if opts.device == "gpu" and opts.num_gpus < 1:

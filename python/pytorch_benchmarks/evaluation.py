@@ -352,6 +352,10 @@ def evaluate(opts: Options, topology: distributed.Topology,
     if opts.extra_models:
         load_model_file(opts.extra_models)
     spec = get_model_spec(opts.model, opts.num_classes)
+    if spec.sequence is not None:
+        raise SetupError(f"--scenario and --predict evaluate image and feature models; "
+                         f"{spec.model_id} is a transformer (benchmark its training or "
+                         f"inference with --forward_only)")
     if evaluation.scenario == "accuracy" and not opts.data_dir:
         raise SetupError("--scenario accuracy needs a dataset (--data_dir)")
     devices = evaluation_devices(opts, topology)

@@ -68,6 +68,13 @@ def _cached_count(model_id: str, input_shape: tuple, training: bool) -> tuple[fl
     return count_flops_per_sample(spec.build, input_shape, training)
 
 
+def gpu_model_result(device: torch.device) -> dict[str, Any]:
+    """``results.gpu_model``: the GPU's name, the key of the peak table (no key on the CPU)."""
+    if device.type == "cuda":
+        return {"results.gpu_model": torch.cuda.get_device_name(device)}
+    return {}
+
+
 def flops_results(model_id: str, input_shape: Sequence[int], training: bool,
                   device: torch.device) -> dict[str, Any]:
     """The protocol's FLOP keys of a run, and the GPU's name (the peak table's key).
@@ -75,9 +82,7 @@ def flops_results(model_id: str, input_shape: Sequence[int], training: bool,
     A model the counter cannot build or run on the meta device gets no FLOP keys, but
     `results.flops_unavailable` with the reason: a benchmark never fails for its count.
     """
-    results: dict[str, Any] = {}
-    if device.type == "cuda":
-        results["results.gpu_model"] = torch.cuda.get_device_name(device)
+    results = gpu_model_result(device)
     try:
         forward, total = _cached_count(model_id, tuple(input_shape), training)
     except Exception as error:  # noqa: BLE001 - any model, any failure: say why, go on

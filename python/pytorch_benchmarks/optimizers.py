@@ -1,4 +1,4 @@
-"""The optimizers a training step can use: SGD and LARS, each fused or foreach.
+"""The optimizers a training step can use: SGD, LARS and AdamW, each fused or foreach.
 
 ``sgd``: momentum 0.9 and weight decay 1e-4 on every parameter (the ImageNet recipe).
 ``lars``: layer-wise adaptive rate scaling (You et al. 2017) as MLPerf's ResNet-50 uses it:
@@ -7,7 +7,12 @@ eta x ||w|| / (||g|| + wd x ||w||); biases and batch-norm parameters get neither
 with momentum. LARS is SGD whose gradients are rescaled first, so both run on torch.optim's
 SGD kernels.
 
-``fused``: torch.optim's fused SGD (one multi-tensor kernel for the update; with a
+``adamw``: decoupled weight decay Adam (Loshchilov & Hutter 2019) with the LLM recipe's
+settings (Llama's and torchtitan's: betas 0.9 and 0.95, eps 1e-8, weight decay 0.1 on every
+parameter); the default for transformers. Its states are float32 beside float32 weights:
+16 bytes a parameter with the gradient (docs/transformers.md, memory).
+
+``fused``: torch.optim's fused SGD or AdamW (one multi-tensor kernel for the update; with a
 GradScaler it unscales and skips an overflowed step on the device, so the step never waits
 for the host and can be captured in a CUDA graph). ``foreach``: torch.optim's multi-tensor
 (foreach) SGD; with a GradScaler, ``scaler.step`` then reads the overflow flag on the host
@@ -22,7 +27,10 @@ import torch.nn as nn
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-4
 LARS_ETA = 0.001
-OPTIMIZERS = ("sgd", "lars")
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_EPS = 1e-8
+ADAMW_WEIGHT_DECAY = 0.1
+OPTIMIZERS = ("sgd", "lars", "adamw")
 IMPLEMENTATIONS = ("fused", "foreach")
 
 
@@ -84,8 +92,12 @@ def lars_groups(model: nn.Module) -> list[dict]:
 
 def make_optimizer(model: nn.Module, kind: str, implementation: str,
                    lr: float) -> torch.optim.Optimizer:
-    """``kind`` sgd or lars, ``implementation`` fused or foreach (module docstring)."""
+    """``kind`` sgd, lars or adamw, ``implementation`` fused or foreach (module docstring)."""
     fused, foreach = implementation == "fused", implementation == "foreach"
+    if kind == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=ADAMW_BETAS, eps=ADAMW_EPS,
+                                 weight_decay=ADAMW_WEIGHT_DECAY, foreach=foreach or None,
+                                 fused=fused or None)
     if kind == "lars":
         return LARS(lars_groups(model), lr=lr, weight_decay=WEIGHT_DECAY, eta=LARS_ETA,
                     foreach=foreach, fused=fused)

@@ -16,9 +16,16 @@ from .cli import Options
 from .data.device_jpeg import DeviceJpegSource
 from .data.sources import LoaderSource, SyntheticSource, make_loader_source
 from .errors import UserError
-from .flops import flops_results
+from .flops import flops_results, gpu_model_result
 from .models import ModelSpec, get_model_spec, load_model_file
 from .optimizers import make_optimizer
+from .sequence import (
+    TokenSource,
+    build_inference_model,
+    build_training_module,
+    sequence_length,
+    sequence_results,
+)
 from .steps import (
     Step,
     make_cuda_graph_step,
@@ -186,8 +193,10 @@ def make_source(
     dtype: torch.dtype,
     memory_format: torch.memory_format,
     topology: distributed.Topology,
-) -> SyntheticSource | LoaderSource | DeviceJpegSource:
-    """Synthetic data (empty --data_dir) or a real dataset."""
+) -> SyntheticSource | LoaderSource | DeviceJpegSource | TokenSource:
+    """Synthetic data (empty --data_dir) or a real dataset; token ids for a transformer."""
+    if spec.sequence is not None:
+        return TokenSource(spec, opts.batch_size, sequence_length(spec, opts.seq_len), device)
     # Training keeps float32 inputs (autocast casts them); inference feeds the model's dtype.
     input_dtype = dtype if opts.forward_only else torch.float32
     if not opts.data_dir:
@@ -227,6 +236,8 @@ def make_step(
     """
     if opts.data_loader_only:
         return lambda inputs, labels: None
+    if spec.sequence is not None:
+        return make_sequence_step(spec, opts, device, dtype, topology, tracer)
     model = build_model(spec, opts, device, dtype, memory_format)
     graphed_training = opts.cuda_graphs and not opts.forward_only
     if topology.distributed and not opts.forward_only:
@@ -270,6 +281,72 @@ def make_step(
                                       warmup=11 if topology.distributed else 3)
 
 
+def data_parallel(spec: ModelSpec, opts: Options, topology: distributed.Topology) -> str | None:
+    """How several replicas train: fsdp or ddp (--data_parallel, auto resolved); None alone."""
+    if not topology.distributed:
+        return None
+    if opts.data_parallel == "auto":
+        return "fsdp" if spec.sequence is not None else "ddp"
+    return opts.data_parallel
+
+
+def check_sequence_options(spec: ModelSpec, opts: Options) -> None:
+    """Refuse the options that do not apply to this kind of model, in one line each."""
+    if spec.sequence is None:
+        for flag, given in (("--seq_len", opts.seq_len),
+                            ("--activation_checkpointing", opts.activation_checkpointing != "none"),
+                            ("--data_parallel fsdp", opts.data_parallel == "fsdp")):
+            if given:
+                raise SetupError(f"{flag} applies to transformers (bert_*, gpt2*, llama3_*); "
+                                 f"{spec.model_id} is not one")
+        return
+    for flag, given in (("--data_dir", opts.data_dir), ("--cuda_graphs", opts.cuda_graphs),
+                        ("--data_loader_only", opts.data_loader_only)):
+        if given:
+            raise SetupError(f"{flag}: {spec.model_id} trains on synthetic token ids, "
+                             "step by step (no datasets or CUDA graphs for transformers)")
+    if opts.dtype == "float16" and opts.data_parallel != "ddp" and not opts.forward_only and \
+            opts.num_gpus > 1:
+        raise SetupError("--dtype float16 with FSDP2 would need a sharded loss scaler: use "
+                         "bfloat16, or --data_parallel ddp")
+    sequence_length(spec, opts.seq_len)
+
+
+def make_sequence_step(
+    spec: ModelSpec,
+    opts: Options,
+    device: torch.device,
+    dtype: torch.dtype,
+    topology: distributed.Topology,
+    tracer: Tracer | None = None,
+) -> Step:
+    """A transformer's step: per-block compile, checkpointing and FSDP2 or DDP (sequence.py)."""
+    options = compile_options(opts) if opts.compile else None
+    if opts.forward_only:
+        model = build_inference_model(spec, device, dtype, options)
+        step = make_inference_step(model)
+        if tracer is not None:
+            tracer.attach(eager_model(model, opts.compile), in_phase(step, "forward", tracer))
+        return step
+    parallel = data_parallel(spec, opts, topology)
+    module: nn.Module = build_training_module(spec, device, dtype, opts.activation_checkpointing,
+                                              options, parallel)
+    if parallel == "ddp":
+        module = wrap_ddp(module, opts, device)
+    optimizer = make_optimizer(module, opts.optimizer, opts.optimizer_impl, opts.lr)
+    # FSDP2 casts the weights itself (its mixed-precision policy): no autocast over it.
+    autocast_dtype = torch.float32 if parallel == "fsdp" else dtype
+
+    def loss_of(train_module: nn.Module, tokens: torch.Tensor, targets: Any) -> torch.Tensor:
+        return train_module(tokens, targets)
+
+    if tracer is not None:
+        tracer.attach(eager_model(module, opts.compile),
+                      make_training_step(module, optimizer, device, autocast_dtype,
+                                         tracer.phase, loss_of=loss_of))
+    return make_training_step(module, optimizer, device, autocast_dtype, loss_of=loss_of)
+
+
 def static_batch(
     spec: ModelSpec,
     opts: Options,
@@ -303,6 +380,7 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
     if opts.extra_models:
         load_model_file(opts.extra_models)
     spec = get_model_spec(opts.model, opts.num_classes)
+    check_sequence_options(spec, opts)
     dtype = _TORCH_DTYPES[opts.dtype]
     device = select_device(opts, topology)
     configure_torch(opts, device)
@@ -329,6 +407,10 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
             f"decode={opts.decode} data_loader_only={opts.data_loader_only} "
             f"float32_matmul_precision={torch.get_float32_matmul_precision()} "
             f"cudnn_tf32={torch.backends.cudnn.allow_tf32} torch={torch.__version__}"
+            + (f" seq_len={sequence_length(spec, opts.seq_len)} "
+               f"activation_checkpointing={opts.activation_checkpointing} "
+               f"data_parallel={data_parallel(spec, opts, topology)}"
+               if spec.sequence is not None else "")
         )
         marks = TimedMarks(emit, enabled=topology.is_main)
         if opts.timing == "events" and device.type == "cuda":
@@ -365,7 +447,12 @@ def run_benchmark(opts: Options, topology: distributed.Topology) -> dict[str, An
         # The share of the timed wall time spent waiting for input (0 to 1).
         results["results.data_wait"] = sum(wait_ms) / sum(batch_ms)
     results["results.mem_peak"] = memory
-    if not opts.data_loader_only:
+    if spec.sequence is not None:
+        results.update(gpu_model_result(device))
+        results.update(sequence_results(spec, sequence_length(spec, opts.seq_len),
+                                        not opts.forward_only, results["results.throughput"],
+                                        topology.world_size, device.type == "cuda"))
+    elif not opts.data_loader_only:
         results.update(flops_results(spec.model_id, spec.input_shape, not opts.forward_only,
                                      device))
     results["exp.model_title"] = spec.title

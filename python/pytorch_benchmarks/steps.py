@@ -9,6 +9,8 @@ import torch
 import torch.nn as nn
 
 Step = Callable[[torch.Tensor, torch.Tensor], object]
+#: The loss of one batch: (model, inputs, labels) -> a scalar tensor.
+LossOf = Callable[[nn.Module, torch.Tensor, object], torch.Tensor]
 #: A span of one part of a step, by name (the traced pass's; `no_phase` outside it).
 Phase = Callable[[str], contextlib.AbstractContextManager]
 _NO_SPAN = contextlib.nullcontext()
@@ -38,18 +40,24 @@ def make_training_step(
     dtype: torch.dtype,
     phase: Phase = no_phase,
     autocast_cache: bool = True,
+    loss_of: LossOf | None = None,
 ) -> Step:
     """Forward and loss (under autocast for half types), backward, optimizer step.
 
     ``phase`` spans each of the three (the traced pass, docs/tracing.md). float16 scales
     the loss with a GradScaler; with a fused optimizer its overflow check stays on the device.
+    ``loss_of`` computes the loss (default: cross-entropy of the model's output against
+    class labels; a transformer's module returns its own loss).
     """
     criterion = nn.CrossEntropyLoss()
     scaler = torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+    if loss_of is None:
+        def loss_of(module: nn.Module, inputs: torch.Tensor, labels: object) -> torch.Tensor:
+            return criterion(module(inputs), labels)
 
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with phase("forward"), autocast_context(device, dtype, autocast_cache):
-            loss = criterion(model(inputs), labels)
+            loss = loss_of(model, inputs, labels)
         optimizer.zero_grad(set_to_none=True)
         if scaler is None:
             with phase("backward"):

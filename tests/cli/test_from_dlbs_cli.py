@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-# A DLBS user's spec with a typo in a framework setting, a DLBS setting dlbs does not have,
-# and helper variables of its own (used, and unused but outside dlbs's namespaces).
+# A DLBS user's spec with a DLBS setting dlbs does not have, and helper variables of its own
+# (used, and unused but outside dlbs's namespaces).
 DLBS_SPEC = {
     "parameters": {
         "exp.framework": "pytorch",
-        "pytorch.num_thread": 4,
         "mxnet.use_dali": True,
         "global_batch": 1024,
         "exp.replica_batch": "$(${global_batch} // ${exp.num_replicas})$",
@@ -22,11 +21,8 @@ DLBS_SPEC = {
     "variables": {"exp.gpus": ["", "0", "0,1"]},
 }
 WARNINGS = [
-    "dlbs: warning: {spec}: parameter 'pytorch.num_thread' is neither declared nor used by any "
-    "template: it is only recorded with the experiment; did you mean 'pytorch.num_threads'?",
-    "dlbs: warning: {spec}: parameter 'mxnet.use_dali' is neither declared nor used by any "
-    "template: it is only recorded with the experiment; the MXNet backend reads RecordIO with "
-    "ImageRecordIter, not DALI",
+    "dlbs: warning: {spec}: parameter 'mxnet.use_dali' is DLBS's, and nothing in dlbs reads it "
+    "(the MXNet backend reads RecordIO with ImageRecordIter, not DALI)",
 ]
 
 
@@ -52,6 +48,44 @@ def test_validate_warns_on_stderr_and_reports_on_stdout(dlbs_cli, dlbs_spec):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "plan: 3 experiments\nok\n"
     assert result.stderr.splitlines() == [w.format(spec=dlbs_spec) for w in WARNINGS]
+
+
+# The slips of issue 30, each in another place of a spec: one error line before anything runs.
+SLIPS = [
+    ({"variables": {"exp.replica_bach": [8, 16]}}, [],
+     "parameter 'exp.replica_bach' (nearest: exp.replica_batch)"),
+    ({"parameters": {"exp.modle": "resnet18"}}, [], "parameter 'exp.modle' (nearest: exp.model,"),
+    ({}, ["-P", "exp.num_batchs=5"], "parameter 'exp.num_batchs' (nearest: exp.num_batches,"),
+    ({}, ["-P", "exp.target=slurm"], "parameter 'exp.target' (nearest: exp.target_qps)"),
+    ({}, ["-V", "pytorch.num_thread=[1,2]"], "parameter 'pytorch.num_thread' (nearest: "
+                                              "pytorch.num_threads,"),
+    ({"extensions": [{"condition": {"exp.model": "resnet50"},
+                      "parameters": {"runtime.max_paralel": 2}}]}, [],
+     "parameter 'runtime.max_paralel' (nearest: runtime.max_parallel)"),
+    ({"extensions": [{"condition": {"dummy.sleeep": 1}, "parameters": {"x": 1}}]}, [],
+     "parameter 'dummy.sleeep' (nearest: dummy.sleep)"),
+]
+
+
+# Each command meets a few of them (the check is one function that every command calls).
+COMMANDS = ["plan", "validate", "run", "print-config"]
+
+
+@pytest.mark.parametrize(("spec", "options", "said", "command"),
+                         [(*slip, COMMANDS[i % len(COMMANDS)]) for i, slip in enumerate(SLIPS)])
+def test_a_slip_in_dlbs_namespaces_is_one_error_before_anything_runs(
+        dlbs_cli, tmp_path, spec, options, said, command):
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"parameters": {"exp.framework": "dummy", **spec.get(
+        "parameters", {})}, **{k: v for k, v in spec.items() if k != "parameters"}}))
+    result = dlbs_cli(command, "-c", str(path), *options, cwd=tmp_path)
+    [line, hint] = result.stderr.splitlines()
+    assert result.returncode == 2 and result.stdout == ""
+    assert line.startswith("dlbs: error: ") and said in line and \
+        line.endswith("is not declared by any config"), line
+    assert hint.startswith("hint: a name in dlbs's namespaces (") and \
+        "a name of your own belongs outside them" in hint
+    assert not (tmp_path / "logs").exists()
 
 
 def test_a_clean_spec_plans_without_a_word(dlbs_cli, tmp_path):

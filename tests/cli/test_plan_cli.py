@@ -37,6 +37,25 @@ def assert_one_error_line(result, *fragments: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["plan", "validate", "print-config", "run", "help"])
+def test_the_spec_is_a_positional_argument_or_c(command, tmp_path, capsys):
+    """`dlbs run spec.yaml` as DLBS users and the docs write it; -c SPEC as DLBS's option."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"parameters: {{exp.framework: dummy, exp.num_batches: 1, dummy.sleep: 0, "
+                    f"exp.log_dir: '{tmp_path / 'logs'}', my.knob: 7}}\n")
+    extra = {"run": ["--dry-run"], "validate": ["--plan-only"],
+             "help": ["--params", "^my[.]"]}.get(command, [])
+    outputs = []
+    for given in ([str(path)], ["-c", str(path)]):
+        assert main([command, *given, *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and ("7" in outputs[0] or command == "validate")
+    assert main([command, str(path), "-c", str(path), *extra]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"dlbs: error: two specs: '{path}' and -c '{path}'",
+        "hint: give the spec once, as SPEC or as -c SPEC"]
+
+
 def test_plan_json(dlbs_cli, spec):
     result = dlbs_cli("plan", "--config", str(spec))
     assert result.returncode == 0, result.stderr
@@ -188,8 +207,13 @@ def test_list_models_asks_the_backends(dlbs_cli):
     for model in ("resnet50", "vgg16", "googlenet", "inception3", "deep_mnist"):
         assert ("pytorch", model) in pairs and ("mxnet", model) in pairs
     assert ("mxnet", "deep_speech2") in pairs and ("pytorch", "deep_speech2") not in pairs
-    # ONNX Runtime runs the PyTorch backend's models, exported.
-    assert {m for f, m in pairs if f == "onnxruntime"} == {m for f, m in pairs if f == "pytorch"}
+    # ONNX Runtime runs the PyTorch backend's models, exported: all but the transformers.
+    transformers = {"bert_base", "bert_large", "bert_debug", "gpt2", "gpt2_medium", "gpt2_xl",
+                    "gpt2_debug", "llama3_1b", "llama3_3b", "llama3_8b", "llama3_70b",
+                    "llama3_debug"}
+    assert {("pytorch", model) for model in transformers} <= pairs
+    assert {m for f, m in pairs if f == "onnxruntime"} == \
+        {m for f, m in pairs if f == "pytorch"} - transformers
     only = dlbs_cli("list", "models", "--framework", "mxnet")
     assert {line.split()[0] for line in only.stdout.splitlines()} == {"mxnet"}
     assert_one_error_line(dlbs_cli("list", "models", "--framework", "caffe"),

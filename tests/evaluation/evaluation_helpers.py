@@ -175,6 +175,18 @@ def training_batch(classes: int, count: int, seed: int):
     return images, labels
 
 
+#: What an accuracy run of a 4-class model reports instead of its top-5 (which the plain loop
+#: finds to be 1: every class is among the five best).
+FOUR_CLASSES_TOP5 = ("the model has 4 classes, all among its 5 best: top-5 would be 1 "
+                     "whatever it predicts")
+
+
+def reported_accuracy(values: dict) -> tuple[float, object]:
+    """(top-1, top-5) of a run's results; a top-5 not reported: why."""
+    return values["results.top1"], values.get("results.top5",
+                                              values.get("results.top5_unavailable"))
+
+
 def top_k_fractions(scores, labels) -> tuple[float, float]:
     """Top-1 and top-5 of class scores (n, classes) against labels, as fractions."""
     import numpy as np

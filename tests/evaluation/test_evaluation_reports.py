@@ -76,6 +76,26 @@ def test_accuracy_report(dlbs_cli, sweep):
     assert row["model"] == "resnet50" and "weights" in row
 
 
+def test_top5_of_a_model_of_five_classes_or_fewer_is_not_reported_but_said(dlbs_cli, tmp_path):
+    """Every class is among the five best: top-5 would be 1 whatever the model predicts."""
+    done = dlbs_cli("run", "-P", "exp.framework=dummy", "-P", "dummy.sleep=0", "-P",
+                    "exp.scenario=accuracy", "-P", "exp.num_samples=40", "-V",
+                    "exp.num_classes=[4, 10]", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    why = ("the model has 4 classes, all among its 5 best: top-5 would be 1 whatever it "
+           "predicts")
+    for source in ("logs", "logs/results.db"):
+        rows = json.loads(report(dlbs_cli, tmp_path, "--type", "accuracy", "--format", "json")
+                          if source == "logs" else dlbs_cli("report", source, "--type",
+                          "accuracy", "--format", "json", cwd=tmp_path).stdout)["rows"]
+        four, ten = sorted(rows, key=lambda row: row["exp.num_classes"])
+        assert (four["top1"], four["top5"], four["notes"]) == (
+            0.75, None, [f"top-5 not reported: {why}"])
+        assert (ten["top1"], ten["top5"], ten["notes"]) == (0.75, 1.0, [])
+    text = report(dlbs_cli, tmp_path, "--type", "accuracy")
+    assert f"top-5 not reported: {why}" in text
+
+
 def test_regular_report_shows_every_experiment_with_a_throughput(dlbs_cli, sweep):
     # The scenarios print their QPS as results.throughput; accuracy has none.
     text = report(dlbs_cli, sweep, "--type", "regular", "--format", "csv")

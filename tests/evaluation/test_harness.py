@@ -69,3 +69,16 @@ def test_a_run_whose_host_launches_set_the_pace_says_so(tmp_path, launch_s, run_
     warnings = results.get("results.stats_warnings", [])
     assert any(w.startswith("results.launch_fraction: ") for w in warnings) == warned
     assert results["results.recompiles"] == 0
+
+
+@pytest.mark.parametrize(("classes", "top5"), [(None, 0.5), (1000, 0.5), (6, 0.5), (5, None),
+                                               (2, None)])
+def test_top5_of_a_model_of_five_classes_or_fewer_is_not_reported(classes, top5):
+    from benchmark_common.accuracy import AccuracyCounter
+
+    counter = AccuracyCounter(2, keep_predictions=False, num_classes=classes)
+    counter.add(0, 1, [1, 0], [0.6, 0.4])
+    counter.add(1, 9, [0, 1, 2, 3, 4, 5], [0.2] * 6)
+    results = counter.results()
+    assert results["results.top1"] == 0.5 and results.get("results.top5") == top5
+    assert ("results.top5_unavailable" in results) == (top5 is None)

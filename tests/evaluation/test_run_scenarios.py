@@ -79,7 +79,7 @@ def test_a_scenario_over_several_gpus_is_one_process_serving_them_all():
     assert "torch.distributed.run" in invocation_for(benchmark).argv
 
 
-def test_streams_default_to_two_for_offline_on_a_gpu_and_one_elsewhere():
+def test_streams_default_to_two_for_offline_and_max_qps_on_a_gpu_and_one_elsewhere():
     def streams(*params: str) -> int:
         (experiment,) = plan("exp.scenario=offline", *params)
         argv = invocation_for(experiment).argv
@@ -87,7 +87,12 @@ def test_streams_default_to_two_for_offline_on_a_gpu_and_one_elsewhere():
         return int(argv[argv.index("--inference_streams") + 1])
 
     assert streams("exp.framework=pytorch", "exp.gpus=0") == 2
-    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=max_qps") == 1
+    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=max_qps") == 2
+    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=accuracy",
+                   "exp.data_dir=/data/val") == 2
+    assert streams("exp.framework=pytorch", "exp.gpus=0", "exp.scenario=server",
+                   "exp.target_qps=100") == 1
+    assert streams("exp.framework=pytorch", "exp.scenario=max_qps") == 1
     assert streams("exp.framework=pytorch") == 1
     assert streams("exp.framework=mxnet", "exp.gpus=0") == 1
     assert streams("exp.framework=dummy", "exp.gpus=0") == 1

@@ -1,13 +1,17 @@
-"""Fixtures: real process trees to monitor, and the fake nvidia-smi."""
+"""Fixtures: real process trees to monitor, the fake nvidia-smi and the fake NVML."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+FAKE_NVML = Path(__file__).resolve().parent / "data" / "fake_nvml" / "pynvml.py"
 
 
 @pytest.fixture
@@ -39,3 +43,16 @@ def fake_smi_env(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FAKE_NVIDIA_SMI_CALLS", str(calls))
     return calls
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch, tmp_path):
+    """The stand-in pynvml as a module of its own (its knobs cleared, its calls logged)."""
+    for name in ("FAKE_NVML_GPUS", "FAKE_NVML_NO_ENERGY", "FAKE_NVML_INIT_ERROR",
+                 "FAKE_NVML_HANG", "FAKE_NVML_RAISE", "FAKE_NVML_ENERGY_OFFSET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FAKE_NVML_CALLS", str(tmp_path / "nvml-calls"))
+    spec = importlib.util.spec_from_file_location("fake_pynvml", FAKE_NVML)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

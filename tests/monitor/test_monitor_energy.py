@@ -8,7 +8,6 @@ known), RAPL a folder laid out as /sys/class/powercap is, with counters the test
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import math
 import os
 import subprocess
@@ -27,18 +26,6 @@ DATA = Path(__file__).resolve().parent / "data"
 FAKE_NVIDIA_SMI = str(DATA / "nvidia-smi")
 SLEEPER = "import time; time.sleep(30)"
 WATTS = {"0": 400.0, "1": 300.0}  # the fake's default
-
-
-@pytest.fixture
-def fake_nvml(monkeypatch, tmp_path):
-    """The stand-in pynvml as a module of its own (its knobs cleared, its calls logged)."""
-    for name in ("FAKE_NVML_GPUS", "FAKE_NVML_NO_ENERGY", "FAKE_NVML_INIT_ERROR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("FAKE_NVML_CALLS", str(tmp_path / "nvml-calls"))
-    spec = importlib.util.spec_from_file_location("fake_pynvml", DATA / "fake_nvml" / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def sample(spawn, seconds: float = 0.5, frequency: float = 0.05, **options):
@@ -116,14 +103,18 @@ mark('timed_end')
 """
 
 
-def run_marking(tmp_path: Path, before: float, timed: float, **options):
-    """A process that marks its timed interval in its log; the monitor follows the log."""
+def run_marking(tmp_path: Path, before: float, timed: float, frequency: float = 5.0,
+                **options):
+    """A process that marks its timed interval in its log; the monitor follows the log.
+
+    The monitor's own `frequency` is long enough to take no sample of its own in time.
+    """
     log = tmp_path / "exp.log"
     log.write_text("__results.timed_start__=\"the header of an earlier attempt\"\n")
     with open(log, "ab") as out:
         process = subprocess.Popen([sys.executable, "-c", MARKING, str(before), str(timed)],
                                    stdout=out)
-    monitor = ResourceMonitor(5.0, log=str(log), **options)  # no sample of its own in time
+    monitor = ResourceMonitor(frequency, log=str(log), **options)
     monitor.start(process.pid)
     process.wait()
     return monitor
@@ -257,3 +248,68 @@ def test_mark_times_are_utc_iso():
     assert key == "results.timed_start"
     moment = datetime.datetime.fromisoformat(value)
     assert moment.tzinfo is not None and len(value.split(".")[1]) >= 6
+
+
+# -- the energy at the marks only (frequency 0: what `dlbs run` does by default) ---------------
+def test_at_the_marks_only_the_counters_are_read(tmp_path, fake_nvml):
+    monitor = run_marking(tmp_path, 0.3, 0.5, frequency=0, gpus=["0", "1"], nvml=fake_nvml)
+    series = monitor.stop()
+    assert set(series) == {"time", "gpu_energy", "gpu0_energy", "gpu1_energy"}
+    start, end = series["time"]
+    assert end - start == pytest.approx(0.5, abs=0.1)
+    assert series["gpu_energy"][1] == pytest.approx(700.0 * (end - start), rel=0.05)
+    assert monitor.warnings == [] and monitor.samples_taken == 2
+
+
+def test_at_the_marks_only_without_nvml_there_is_nothing_to_read(tmp_path, fake_nvml,
+                                                                 monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_INIT_ERROR", "Driver Not Loaded")
+    monitor = run_marking(tmp_path, 0.1, 0.1, frequency=0, gpus=["0"], nvml=fake_nvml,
+                          nvidia_smi=FAKE_NVIDIA_SMI)
+    assert monitor.stop() == {"time": [], ENERGY_UNAVAILABLE:
+                              "no GPU energy counter: NVML: Driver Not Loaded"}
+    assert monitor.samples_taken == 0  # nvidia-smi (no counter) is never asked
+
+
+def test_at_the_marks_only_a_backend_that_marks_nothing(spawn, tmp_path, fake_nvml):
+    log = tmp_path / "exp.log"
+    log.write_text("")
+    process = spawn(SLEEPER)
+    monitor = ResourceMonitor(0, gpus=["0"], nvml=fake_nvml, log=str(log))
+    monitor.start(process.pid)
+    time.sleep(0.2)
+    assert monitor.stop() == {"time": [], ENERGY_UNAVAILABLE: (
+        "no reading of the energy counters: the backend marked no timed interval "
+        "(results.timed_start, results.timed_end)")}
+
+
+def test_at_the_marks_only_needs_the_log():
+    with pytest.raises(ValueError, match="frequency .* needs the log"):
+        ResourceMonitor(0, gpus=["0"])
+
+
+def test_at_the_marks_only_rapl_is_read_between_them_to_count_its_wraps(tmp_path,
+                                                                        monkeypatch):
+    from dlbs.monitor import sampling
+
+    monkeypatch.setattr(sampling, "RAPL_KEEP_S", 0.05)
+    root = powercap(tmp_path / "powercap", {"intel-rapl:0": ("package-0", 0, 999_999_999)})
+    log = tmp_path / "exp.log"
+    log.write_text("")
+    marker = ('import datetime, sys, time; m = lambda k: print(f\'__results.{k}__="\' + '
+              'datetime.datetime.now(datetime.timezone.utc).isoformat() + \'"\', flush=True); '
+              'm("timed_start"); sys.stdin.readline(); m("timed_end"); time.sleep(0.3)')
+    with open(log, "ab") as out:
+        process = subprocess.Popen([sys.executable, "-c", marker], stdout=out,
+                                   stdin=subprocess.PIPE)
+    monitor = ResourceMonitor(0, rapl_root=str(root), log=str(log))
+    monitor.start(process.pid)
+    time.sleep(0.3)
+    set_energy(root, "intel-rapl:0", 990_000_000)     # 990 J of a 1000 J range ...
+    time.sleep(0.3)
+    set_energy(root, "intel-rapl:0", 5_000_000)       # ... and 15 J more, across the wrap
+    time.sleep(0.3)
+    process.communicate(b"\n")
+    series = monitor.stop()
+    assert series["cpu_energy"][-1] - series["cpu_energy"][0] == pytest.approx(1005.0)
+    assert set(series) == {"time", "cpu_energy"} and len(series["time"]) == 2

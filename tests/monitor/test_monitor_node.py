@@ -127,6 +127,60 @@ def test_the_node_monitor_samples_tagged_processes_only(tmp_path):
     assert 0.7 * used <= sampled <= 1.3 * used, (sampled, used)
 
 
+NODE_MAIN = "import sys; from dlbs.monitor.node import main; sys.exit(main(sys.argv[1:]))"
+FAKE_NVML = Path(__file__).resolve().parent / "data" / "fake_nvml"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mark(log: Path, key: str) -> None:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    with open(log, "a") as out:
+        out.write(f'__results.{key}__="{now}"\n')
+
+
+def test_the_node_monitor_reads_the_energy_at_the_marks_only(tmp_path):
+    # What a SLURM job's node runs by default (monitor.energy, frequency 0), with the tests'
+    # NVML: no sample of its own, a reading of the counters at each of the backend's marks.
+    out, log = tmp_path / "exp.log.n1.dlbs-node", tmp_path / "exp.log"
+    log.write_text("header\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FAKE_NVML), str(REPO)]),
+           "FAKE_NVML_GPUS": "0:400"}
+    monitor = subprocess.Popen([sys.executable, "-c", NODE_MAIN, "--out", str(out),
+                                "--node", "n1", "--tag", "job7.n1", "--frequency", "0",
+                                "--energy", "1", "--gpus", "0", "--log", str(log)], env=env)
+    deadline = time.monotonic() + 30
+    while not out.exists():
+        assert time.monotonic() < deadline and monitor.poll() is None
+        time.sleep(0.02)
+    time.sleep(0.5)  # the monitor follows the log from its size now
+    _mark(log, "timed_start")
+    time.sleep(0.6)
+    _mark(log, "timed_end")
+    time.sleep(0.3)
+    monitor.send_signal(signal.SIGTERM)
+    assert monitor.wait(timeout=30) == 0
+    data = parse_log(out).values["job.monitor.n1"]
+    series = data["series"]
+    assert data["frequency"] == 0.0 and data["warnings"] == []
+    assert set(series) == {"time", "gpu_energy"} and len(series["time"]) == 2
+    span = series["time"][1] - series["time"][0]
+    assert span == pytest.approx(0.6, abs=0.1)
+    assert series["gpu_energy"][1] == pytest.approx(400.0 * span, rel=0.05)
+
+
+def test_the_node_monitor_without_energy_or_sampling_ends_by_itself(tmp_path):
+    out = tmp_path / "exp.log.n1.dlbs-node"
+    done = subprocess.run([sys.executable, "-c", NODE_MAIN, "--out", str(out), "--node", "n1",
+                           "--tag", "t", "--frequency", "0", "--energy", "0",
+                           "--log", str(tmp_path / "exp.log")],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert done.returncode == 0
+    values = parse_log(out).values
+    assert "job.environment.n1" in values and "job.monitor.n1" not in values
+
+
 def test_one_node_gives_plain_series_on_the_attempts_clock():
     printed = {"results.time": 1.0, "job.environment.node1": {"host": "a", "python": "3.8"},
                "job.monitor.node1": {"start": 1000.5, "frequency": 0.5, "warnings": ["w"],

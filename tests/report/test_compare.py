@@ -111,7 +111,8 @@ def test_formats() -> None:
     assert document["base_only"] == [{"model": "b"}] and document["new_only"] == [
         {"model": "c"}]
     text = render_comparison(comparison, "text")
-    assert text.startswith("Comparison: 1 matched: 1 slower; 1 only in BASE; 1 only in NEW.")
+    assert text.startswith("Comparison of the median batch time (ms) of each experiment's newest "
+                           "attempt: 1 matched: 1 slower; 1 only in BASE; 1 only in NEW.")
     assert "SLOWER" in text and "Only in BASE (1):" in text
     assert "| model | BASE (ms) | NEW (ms) | change | p-value | verdict |" in \
         render_comparison(comparison, "markdown")
@@ -144,7 +145,8 @@ def test_a_planted_ten_percent_slowdown_is_found(runs: dict[str, Path], dlbs: An
     result = dlbs("compare", str(runs["base"] / "results.db"), str(runs["slower"]),
                   "--by", "exp.model")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert result.stdout.startswith("Comparison: 2 matched: 2 slower.")
+    assert result.stdout.startswith("Comparison of the median batch time (ms) of each "
+                                    "experiment's newest attempt: 2 matched: 2 slower.")
     rows = [line for line in result.stdout.splitlines() if line.startswith(("resnet", "vgg"))]
     assert len(rows) == 2
     for line in rows:

@@ -65,3 +65,78 @@ def test_without_nvml_the_sampled_power_is_integrated(tmp_path: Path, dlbs: Any)
     assert row["energy_source"] == "power integral"
     assert row["power_avg_w"] == pytest.approx(1010.44, rel=1e-6)  # constant: exact
     assert results["results.use.energy_unavailable"] == "no GPU energy counter: NVML: no driver"
+
+
+# -- the energy at the marks, by default (monitor.frequency 0) ---------------------------------
+DEFAULTS = ("-P", "exp.num_batches=20", "-P", "dummy.sleep=0.05")
+
+
+@pytest.mark.slow
+def test_every_gpu_row_has_its_energy_without_sampling(tmp_path: Path, dlbs: Any) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(FAKE_NVML), str(REPO)]),
+           "FAKE_NVML_GPUS": "0:400,1:300"}
+    result = dummy_run(tmp_path / "logs", "-P", "exp.gpus=0,1", *DEFAULTS, env=env)
+    assert result.returncode == 0, result.stderr
+    with open_store(str(tmp_path / "logs" / "results.db"), create=False) as store:
+        [attempt] = store.attempts()
+    results = {**attempt.results, **attempt.summary}
+    assert attempt.params["monitor.frequency"] == 0
+    # Two readings, one at each mark; no series of levels, no summaries of them.
+    assert len(results["results.use.time"]) == 2
+    assert not [key for key in results if key.startswith("results.use.") and key not in (
+        "results.use.time", "results.use.gpu_energy", "results.use.gpu0_energy",
+        "results.use.gpu1_energy")]
+    timed = sum(results["results.time_data"]) / 1000.0
+    assert results["results.energy_source"] == "nvml counter"
+    assert results["results.energy_j"] == pytest.approx(700.0 * timed, rel=0.02)
+    assert results["results.power_avg_w"] == pytest.approx(700.0, rel=0.02)
+    report = dlbs("report", str(tmp_path / "logs" / "results.db"), "--type", "efficiency",
+                  "--format", "json")
+    assert report.returncode == 0, report.stderr
+    [row] = json.loads(report.stdout)["rows"]
+    assert row["power_avg_w"] == pytest.approx(700.0, rel=0.02)
+
+
+@pytest.mark.slow
+def test_monitor_energy_false_reads_nothing(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(FAKE_NVML), str(REPO)])}
+    result = dummy_run(tmp_path / "logs", "-P", "exp.gpus=0", "-P", "monitor.energy=false",
+                       *DEFAULTS, env=env)
+    assert result.returncode == 0, result.stderr
+    with open_store(str(tmp_path / "logs" / "results.db"), create=False) as store:
+        [attempt] = store.attempts()
+    assert not [key for key in {**attempt.results, **attempt.summary}
+                if key.startswith(("results.use.", "results.energy"))]
+
+
+@pytest.mark.slow
+def test_a_cpu_row_says_why_it_has_no_energy_and_no_mfu(tmp_path: Path, dlbs: Any) -> None:
+    result = dummy_run(tmp_path / "logs", *DEFAULTS)
+    assert result.returncode == 0, result.stderr
+    database = str(tmp_path / "logs" / "results.db")
+    with open_store(database, create=False) as store:
+        [attempt] = store.attempts()
+    summary = attempt.summary
+    assert summary["results.mfu_unavailable"].startswith("a CPU run: ")
+    if os.access("/sys/class/powercap/intel-rapl:0/energy_uj", os.R_OK):
+        assert summary["results.energy_source"] == "rapl counter"  # a machine that has it
+        return
+    reason = summary["results.energy_unavailable"]
+    assert reason.startswith(("no RAPL counters: ", "RAPL counters not readable: "))
+    note = ("energy per sample (J), samples per joule, average power (W): none in 1 row(s) "
+            f"(resnet50, 16, 16): {reason}.")
+    text = dlbs("report", database, "--type", "efficiency")
+    assert text.returncode == 0, text.stderr
+    assert note in " ".join(text.stdout.split())
+    assert "MFU (of the dense peak): none in 1 row(s)" in text.stdout
+    document = json.loads(dlbs("report", database, "--type", "efficiency", "--format",
+                               "json").stdout)
+    assert note in document["notes"]
+    html = dlbs("report", database, "--type", "efficiency", "--format", "html",
+                "-o", str(tmp_path / "e.html"))
+    assert html.returncode == 0, html.stderr
+    assert reason in (tmp_path / "e.html").read_text()
+    plot = dlbs("plot", database, "--preset", "efficiency", "-o", str(tmp_path / "e.svg"))
+    assert plot.returncode != 0 and "Traceback" not in plot.stderr
+    assert f"no ok experiment has an average power: {reason} (1 experiment(s))" in plot.stderr
+    assert "monitor.frequency > 0" not in plot.stderr

@@ -16,6 +16,7 @@ from dlbs.errors import ResultsError
 from dlbs.report.compare import compare
 from dlbs.report.metrics import EFFICIENCY_COLUMNS, metric
 from dlbs.report.plot import Chart, chart
+from dlbs.report.render import render
 from dlbs.report.render_compare import render_comparison
 from dlbs.report.tables import Options, build_report
 from dlbs.results.store import open_store
@@ -112,7 +113,64 @@ def test_the_preset_without_power_says_how_to_get_it() -> None:
                                             "results.samples_per"))} for point in SWEEP))
     with pytest.raises(ResultsError, match="no ok experiment has an average power") as error:
         chart(plain, Chart(preset="efficiency"))
-    assert "monitor.frequency" in error.value.hint
+    assert "monitor.energy" in error.value.hint
+    assert error.value.message.endswith(": no energy reading was stored (measured with "
+                                        "monitor.energy false and monitor.frequency 0, or by "
+                                        "an older dlbs) (3 experiment(s))")
+
+
+NO_RAPL = "no RAPL counters: /sys/class/powercap: No such file or directory"
+
+
+def cpu_sweep() -> list:
+    """The sweep on a CPU without readable RAPL: no energy, TFLOPS but no MFU, with reasons."""
+    return records(*({**{k: v for k, v in sweep_point(*point).items()
+                         if not k.startswith(("results.energy", "results.power",
+                                              "results.samples_per", "results.gpu_model"))},
+                      "exp.device_type": "cpu", "results.energy_unavailable": NO_RAPL}
+                     for point in SWEEP))
+
+
+def test_the_preset_on_a_cpu_without_rapl_says_so() -> None:
+    with pytest.raises(ResultsError) as error:
+        chart(cpu_sweep(), Chart(preset="efficiency"))
+    assert error.value.message == ("nothing to plot: no ok experiment has an average power: "
+                                   f"{NO_RAPL} (3 experiment(s))")
+
+
+def test_the_report_says_in_a_footnote_why_rows_have_no_energy_or_mfu() -> None:
+    report = build_report(cpu_sweep(), Options(kind="efficiency"))
+    notes = report.footnotes()
+    energy_note = ("energy per sample (J), samples per joule, average power (W): none in 3 "
+                   "row(s) (resnet50, 64, 64; resnet50, 128, 128; resnet50, 256, 256): "
+                   f"{NO_RAPL}.")
+    assert energy_note in notes
+    [mfu_note] = [note for note in notes if note.startswith(metric("results.mfu").title)]
+    assert mfu_note.endswith("a CPU run: dlbs's peak table holds GPUs only (configs/peaks/"
+                             "gpu_peak_tflops.yaml); set exp.peak_tflops to the CPU's peak "
+                             "TFLOPS for an MFU.")
+    # The achieved TFLOPS are there (FLOPs were counted): no note about them.
+    assert not any(note.startswith(metric("results.achieved_tflops").title) for note in notes)
+    text = render(report, "text")
+    assert energy_note in " ".join(text.split())
+    assert energy_note in json.loads(render(report, "json"))["notes"]
+
+
+def test_a_footnote_groups_rows_by_reason_and_names_a_few() -> None:
+    points = [(batch, 1000.0 + batch, 300.0) for batch in (1, 2, 4, 8, 16)]
+    made = records(*({**{k: v for k, v in sweep_point(*point).items()
+                         if not k.startswith(("results.energy", "results.power",
+                                              "results.samples_per"))},
+                      "results.energy_unavailable": "why A" if point[0] < 16 else "why B"}
+                     for point in points))
+    notes = build_report(made, Options(kind="efficiency")).footnotes()
+    assert ("energy per sample (J), samples per joule, average power (W): none in 4 row(s) "
+            "(resnet50, 1, 1; resnet50, 2, 2; resnet50, 4, 4; and 1 more): why A.") in notes
+    assert ("energy per sample (J), samples per joule, average power (W): none in 1 row(s) "
+            "(resnet50, 16, 16): why B.") in notes
+    # Rows with their energy get no note at all.
+    assert not [note for note in build_report(sweep(), Options(kind="efficiency")).footnotes()
+                if "none in" in note]
 
 
 def test_compare_shows_the_columns_of_both_sides() -> None:

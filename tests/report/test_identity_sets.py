@@ -43,8 +43,10 @@ def test_the_groups_say_what_the_spec_set_and_what_is_computed(tmp_path: Path) -
                     "variables: {exp.model: [resnet18, alexnet_owt]}\n")
     stored = plan(load_spec(spec, params=["exp.dtype=float16"]))[0][ID_PARAMS]
     assert stored[SET] == ["exp.model", "exp.dtype", "exp.num_batches", "trial"]
-    assert "exp.replica_batch" in stored[DEFAULT] and "exp.log_dir" not in stored[DEFAULT]
+    assert "exp.num_nodes" in stored[DEFAULT] and "exp.log_dir" not in stored[DEFAULT]
     computed = stored[COMPUTED]
+    # The replica batch's default follows the model (a transformer's is smaller).
+    assert computed.index("exp.replica_batch") < computed.index("exp.effective_batch")
     assert computed.index("exp.num_replicas") < computed.index("exp.effective_batch")
     assert computed[-1] == "pytorch.args"     # renders nearly everything: computed last
 

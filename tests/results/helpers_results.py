@@ -67,6 +67,17 @@ def dlbs_cli(*args: str, cwd: Path | None = None,
 # -- PostgreSQL (.ci/services/postgres.sh) ------------------------------------------------
 
 def postgres_url() -> str:
+    """The URL of this run's database on the test cluster (tests/runs.py).
+
+    No test sees what an earlier run of the suite left in the cluster: each run has a
+    database of its own, made at the first call and dropped when the run ends.
+    """
+    from tests import runs
+
+    return runs.database_url(_server_url())
+
+
+def _server_url() -> str:
     """The test cluster's URL: DLBS_TEST_POSTGRES_URL (scripts/test.sh), else the service's.
 
     The service script is idempotent and prints the URL last; a machine where it cannot
@@ -110,19 +121,24 @@ def postgres_store_url(url: str | None = None) -> Iterator[str]:
 # -- dlbs serve ------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def serve_in_process(location: str) -> Iterator[str]:
-    """`dlbs serve`'s application on a free localhost port, in this process; its base URL."""
+def serve_in_process(location: str, head_timeout: float | None = None,
+                     **options: Any) -> Iterator[str]:
+    """`dlbs serve`'s application on a free localhost port, in this process; its base URL.
+
+    `options` go to create_app (heavy, waiting); `head_timeout` to the server.
+    """
     import threading
 
     import uvicorn
 
     from dlbs.web import create_app
+    from dlbs.web.server import HEAD_TIMEOUT, config
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(location), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(config(create_app(location, **options), "127.0.0.1", port,
+                                   head_timeout=head_timeout or HEAD_TIMEOUT))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -149,3 +165,85 @@ def http_get(base: str, path: str) -> tuple[int, dict[str, str], str]:
         return response.status, dict(response.getheaders()), response.read().decode()
     finally:
         connection.close()
+
+
+# -- history: one attempt per configuration and run ----------------------------------------
+
+def nightly_attempt(model: str, day: int, median: float, *, batch: int = 32,
+                    host: str = "ci", tag: str | None = None, status: str = "ok",
+                    attempt: int | None = None, samples: int = 5, gpu: str = "H100",
+                    year_month: str = "2026-02", exp_id: str | None = None,
+                    framework: str = "pytorch") -> Any:
+    """An attempt of (`model`, `batch`) run on `day` under tag nightly-DD on `host`.
+
+    `median` fills its per-batch times; `status` other than ok records no times. Its
+    attempt number is `day` unless given.
+    """
+    from dlbs.results.store import Attempt
+
+    tag = tag if tag is not None else f"nightly-{day:02d}"
+    params = {"exp.model": model, "exp.framework": framework, "exp.device_type": "gpu",
+              "exp.num_gpus": 1, "exp.replica_batch": batch, "exp.effective_batch": batch,
+              "runtime.run_tag": tag}
+    results = {"results.time_data": [median] * samples} if status == "ok" else {}
+    return Attempt(exp_id or f"id-{model}-{batch}", attempt or day, status,
+                   None if status == "ok" else f"it {status}", params, results, None,
+                   {"gpu_model": gpu, "host": host}, None,
+                   f"{year_month}-{day:02d}T01:00:00.000+00:00",
+                   f"{year_month}-{day:02d}T01:10:00.000+00:00",
+                   run_tag=tag, run_host=host, run_folder="/ci/logs")
+
+
+def table_cells(page: str, table: str) -> list[list[str]]:
+    """The text of each cell of the table `id="table"` of a page, row by row."""
+    import html
+    import re
+
+    body = page[page.index(f'<table id="{table}">'):]
+    body = body[:body.index("</table>")]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+             for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+#: The colour of a regression, a slower match, a failure on the pages (base.html.j2).
+RED = "rgb(207, 34, 46)"
+
+
+def browse(base: str, pages: dict[str, str], profile: Path,
+           refused: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Each page of `pages` (path -> a CSS selector it must have) in headless Chromium.
+
+    The selector's element is there; a `td.regression` or `td.slower` one is red; an `svg`
+    one is drawn (wider than 100 px) and its text is returned; the browser logs no problem
+    (a path in `refused` may answer 400: it says why on the page) and asks for nothing but
+    the page.
+    """
+    from tests.report.cdp import Browser, is_problem
+
+    texts: dict[str, Any] = {}
+    with Browser(profile) as browser:
+        for path, selector in pages.items():
+            browser.events.clear()
+            session = browser.open_page(base + path)
+
+            def evaluate(expression: str, session: str = session) -> Any:
+                reply = browser.send("Runtime.evaluate", session, expression=expression,
+                                     returnByValue=True)
+                return reply["result"].get("value")
+
+            assert evaluate(f"document.querySelectorAll('{selector}').length") >= 1, path
+            if selector.endswith(("td.regression", "td.slower")):
+                assert evaluate(f"getComputedStyle(document.querySelector('{selector}'))"
+                                ".color") == RED, path
+            if selector.endswith("svg"):
+                assert evaluate(f"document.querySelector('{selector}').getBBox().width") > 100
+                texts[path] = evaluate(f"document.querySelector('{selector}').textContent")
+            events = list(browser.events)
+            allowed = "status of 400" if path in refused else None
+            assert [event for event in events if is_problem(event)
+                    and not (allowed and allowed in str(event))] == [], path
+            requested = [e["params"]["request"]["url"] for e in events
+                         if e.get("method") == "Network.requestWillBeSent"]
+            assert requested == [base + path], path
+    return texts

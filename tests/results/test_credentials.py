@@ -35,6 +35,7 @@ from dlbs.util.credentials import (
     passwords,
     without_password,
 )
+from tests import runs
 
 HOST = "db.example.org:5432/bench"
 
@@ -142,7 +143,7 @@ class Role:
         import psycopg
 
         self.admin = postgres_url()
-        self.name = f"dlbs_cred_{uuid.uuid4().hex[:12]}"
+        self.name = runs.role_name("cred")
         self.schemas: list[str] = []
         with psycopg.connect(self.admin, autocommit=True) as conn:
             conn.execute(f"CREATE ROLE {self.name} LOGIN")

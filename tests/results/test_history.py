@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dlbs.errors import ResultsError
 from dlbs.history import build_history, check
 from dlbs.history.check import IMPROVEMENT, REGRESSION, STEADY, TOO_FEW
 from dlbs.report.select import Filter
@@ -88,16 +89,19 @@ def test_by_and_filter(history_store: str) -> None:
     attempts = load_attempts([history_store])
     only = build_history(attempts, filters=[Filter.parse("exp.model=vgg*")])
     assert [series.shown for series in only.series] == [("id-vgg16",)]   # nothing varies
-    by_gpu = build_history(attempts, by=["env.gpu_model"])
+    by_gpu = build_history(attempts, by=["env.gpu_model"],
+                           filters=[Filter.parse("exp.model=vgg*")])
     assert [series.shown for series in by_gpu.series] == [("H100",)]
-    # One configuration, one point per tag: the newest ok attempt of any model.
     assert len(by_gpu.series[0].values) == 11
+    # Every model in one series would join four experiments: refused (test_history_gate.py).
+    with pytest.raises(ResultsError, match="exp.model"):
+        build_history(attempts, by=["env.gpu_model"])
 
 
 def test_the_cli_gates_on_regressions(history_store: str, dlbs_cli, tmp_path: Path) -> None:
     failing = dlbs_cli("history", history_store, "--check")
     assert failing.returncode == 1, failing.stderr
-    assert "1 regression(s), 1 improvement(s)" in failing.stderr
+    assert "1 regression(s), 0 failed, 1 improvement(s)" in failing.stderr
     assert "regression" in failing.stdout and "+19." in failing.stdout
     passing = dlbs_cli("history", history_store, "--check", "--filter", "exp.model=resnet*")
     assert passing.returncode == 0, passing.stderr
@@ -117,13 +121,15 @@ def test_the_cli_gates_on_regressions(history_store: str, dlbs_cli, tmp_path: Pa
 @given(st.lists(st.floats(1.0, 1000.0), min_size=3, max_size=30),
        st.floats(-0.049, 0.049))
 def test_a_change_below_the_minimum_never_alerts(window: list[float], change: float) -> None:
-    from dlbs.history.series import History, Series
+    from dlbs.history import Settings, judge
+    from dlbs.history.series import History
 
     values = np.array([*window, np.mean(window) * (1 + change)])
-    series = Series((), ["e"] * len(values), [str(i) for i in range(len(values))],
-                    np.arange(len(values), dtype=float), values, np.arange(len(values)))
-    [verdict] = check(History("results.time_median", [], [series]), window=len(window))
-    assert verdict.status == STEADY
+    history = History("results.time_median", [], values=values,
+                      ended=np.arange(len(values), dtype=float),
+                      starts=np.array([0, len(values)]))
+    judgement = judge(history, Settings(window=len(window)))
+    assert judgement.count(STEADY) == 1
 
 
 @pytest.mark.slow

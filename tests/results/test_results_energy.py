@@ -226,7 +226,22 @@ def test_a_cpu_run_has_tflops_but_no_mfu_or_gpu_memory() -> None:
     params = {**GPU, "exp.device_type": "cpu"}
     keys = efficiency.summarize(params, {"results.flops_per_sample": 1e9,
                                          "results.mem_peak": 500.0}, 1000.0)
-    assert keys == {"results.achieved_tflops": 1.0}
+    assert keys == {"results.achieved_tflops": 1.0,
+                    "results.mfu_unavailable": efficiency.CPU_REASON}
+    assert "set exp.peak_tflops" in efficiency.CPU_REASON
+
+
+@pytest.mark.parametrize("results", [{}, {"results.flops_unavailable": "MXNet counts none"}])
+def test_a_cpu_run_without_flops_says_why_it_has_no_mfu(results) -> None:
+    keys = efficiency.summarize({**GPU, "exp.device_type": "cpu"}, results, 1000.0)
+    assert keys == {"results.mfu_unavailable": efficiency.CPU_REASON}
+
+
+def test_a_cpu_run_with_its_own_peak_has_an_mfu_and_a_failed_one_nothing() -> None:
+    params = {**GPU, "exp.device_type": "cpu", "exp.peak_tflops": 2.0}
+    keys = efficiency.summarize(params, {"results.flops_per_sample": 1e9}, 1000.0)
+    assert keys["results.mfu"] == pytest.approx(0.5) and "results.mfu_unavailable" not in keys
+    assert efficiency.summarize({**GPU, "exp.device_type": "cpu"}, {}, None) == {}
 
 
 def test_the_summary_holds_energy_and_mfu_beside_the_statistics() -> None:

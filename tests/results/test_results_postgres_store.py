@@ -31,6 +31,7 @@ from dlbs.errors import ResultsError
 from dlbs.results.schema import SCHEMA_VERSION
 from dlbs.results.sources import load_experiments
 from dlbs.results.store import open_store, store_name
+from tests import runs
 from tests.report.conftest import dummy_run
 from tests.run.conftest import gated, wait_until
 
@@ -117,20 +118,29 @@ def test_credentials_are_never_printed_nor_stored(tmp_path: Path, dlbs_cli) -> N
 
 
 def test_the_password_may_come_from_a_pgpass_file(tmp_path: Path) -> None:
-    parts = urllib.parse.urlsplit(postgres_url())
-    passfile = tmp_path / "pgpass"
-    passfile.write_text(f"{parts.hostname}:{parts.port}:*:{parts.username}:"
-                        f"{urllib.parse.unquote(parts.password or '')}\n")
-    passfile.chmod(0o600)
-    bare = f"postgresql://{parts.username}@{parts.hostname}:{parts.port}{parts.path}"
-    environment = dict(os.environ, PGPASSFILE=str(passfile),
-                       PYTHONPATH=str(REPO))
-    environment.pop("PGPASSWORD", None)
-    code = ("import sys; from dlbs.results.store import open_store; "
-            "s = open_store(sys.argv[1], create=False); print(s.schema_version)")
-    done = subprocess.run([sys.executable, "-c", code, bare], env=environment,
-                          capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and done.stdout.strip() == str(SCHEMA_VERSION), done.stderr
+    """A URL without a password opens a store of this run's with the one of a PGPASSFILE."""
+    with postgres_store_url() as url:
+        open_store(url).close()
+        parts = urllib.parse.urlsplit(url)
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"{parts.hostname}:{parts.port}:*:{parts.username}:"
+                            f"{urllib.parse.unquote(parts.password or '')}\n")
+        passfile.chmod(0o600)
+        bare = urllib.parse.urlunsplit(parts._replace(
+            netloc=f"{parts.username}@{parts.hostname}:{parts.port}"))
+        assert store_name(bare) == bare
+        environment = dict(os.environ, PGPASSFILE=str(passfile), PYTHONPATH=str(REPO))
+        environment.pop("PGPASSWORD", None)
+        code = ("import sys; from dlbs.results.store import open_store; "
+                "s = open_store(sys.argv[1], create=False); print(s.schema_version)")
+        done = subprocess.run([sys.executable, "-c", code, bare], env=environment,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0 and done.stdout.strip() == str(SCHEMA_VERSION), done.stderr
+        # Without the file, the same URL has no password to give.
+        environment["PGPASSFILE"] = str(tmp_path / "none")
+        refused = subprocess.run([sys.executable, "-c", code, bare], env=environment,
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert refused.returncode != 0 and "password" in refused.stderr
 
 
 def test_an_unreachable_server_is_one_clear_line(dlbs_cli) -> None:
@@ -332,7 +342,7 @@ def test_a_failed_migration_leaves_the_old_version_whole(
 
 
 def test_a_reader_who_may_not_migrate_is_told_who_can(monkeypatch: pytest.MonkeyPatch) -> None:
-    role = f"dlbs_reader_{uuid.uuid4().hex[:12]}"
+    role = runs.role_name("reader")
     secret = uuid.uuid4().hex
     with postgres_store_url() as url:
         open_store(url).close()

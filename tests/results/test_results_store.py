@@ -146,6 +146,10 @@ def test_each_attempt_keeps_the_run_that_recorded_it(db: ResultsStore) -> None:
     assert db.latest_statuses("nightly-2", "hostB") == {"e1": STARTED}
     assert db.latest_statuses("nightly-1", "hostB") == {}
     assert db.latest_statuses() == {"e1": STARTED, "e2": "skipped"}
+    # With the folder of the run that recorded each: where its logs are.
+    assert db.latest_places("nightly-1", "hostA") == {"e1": ("ok", "/runs/a"),
+                                                     "e2": ("skipped", "/runs/a")}
+    assert db.latest_places() == {"e1": (STARTED, "/runs/b"), "e2": ("skipped", "/runs/a")}
 
 
 def test_the_next_number_is_taken_in_the_write_itself(store_location: str) -> None:

@@ -69,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 def _pages(base: str, database: Path) -> list[str]:
     with open_store(database) as store:
         exp_id = next(a.exp_id for a in store.attempts() if a.params.get("exp.model") == "vgg16")
-    return ["/", "/experiments?tag=v2", "/report", "/report?type=weak&by=exp.model",
+    return ["/", "/experiments?tag=v2", "/report", "/report?by=exp.model",
             "/compare?base=v1&new=v2", "/history", "/history/chart?index=0",
             f"/experiment/{exp_id}"]
 
@@ -112,7 +112,8 @@ def test_the_report_page_is_the_reports_engine(served: tuple[str, Path], dlbs_cl
 def test_the_history_page_shows_each_configurations_runs(served: tuple[str, Path]) -> None:
     base, _ = served
     _, _, page = http_get(base, "/history")
-    assert page.count("<td>steady</td>") + page.count("<td>too few</td>") >= 2
+    assert page.count('<td class="steady">steady</td>') + \
+        page.count('<td class="too-few">too few</td>') >= 2
     _, _, chart = http_get(base, "/history/chart?index=0")
     assert "<svg" in chart and ">v1<" in chart and ">v2<" in chart
 

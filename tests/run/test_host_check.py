@@ -78,6 +78,30 @@ def test_missing_inputs_are_named_by_their_parameter(tmp_path, monkeypatch):
         "onnxruntime.model_file 'm.onnx'")
 
 
+def test_a_dataset_in_the_other_format_than_the_pytorch_data_backend_reads(tmp_path):
+    """The backend would stop at its start ("no data.mdb in it") after validate said ok."""
+    images, lmdb = tmp_path / "images", tmp_path / "lmdb"
+    (images / "cats").mkdir(parents=True)
+    (images / "cats" / "1.jpg").write_bytes(b"jpeg")
+    lmdb.mkdir()
+    (lmdb / "data.mdb").write_bytes(b"")
+    for folder, backend in ((images, "image_folder"), (lmdb, "caffe_lmdb")):
+        assert missing_resources(experiment(exp__data_dir=str(folder),
+                                            pytorch__data_backend=backend), TWO_GPUS) == []
+    [found] = missing_resources(experiment(exp__data_dir=str(images),
+                                           pytorch__data_backend="caffe_lmdb"), TWO_GPUS)
+    assert found.parameter == "pytorch.data_backend" and str(found) == (
+        f"exp.data_dir '{images}' holds no data.mdb, but pytorch.data_backend caffe_lmdb "
+        "reads a Caffe LMDB (set pytorch.data_backend image_folder: it reads class folders "
+        "of images, ImageNet's layout)")
+    [found] = missing_resources(experiment(exp__data_dir=str(lmdb),
+                                           pytorch__data_backend="image_folder"), TWO_GPUS)
+    assert str(found).endswith("(set pytorch.data_backend caffe_lmdb)")
+    # Other backends find the format themselves.
+    assert missing_resources(experiment(exp__framework="mxnet", exp__data_dir=str(images)),
+                             TWO_GPUS) == []
+
+
 def test_a_container_gets_its_inputs_from_this_host():
     found = missing_resources(experiment(exp__docker=True, exp__weights="/no/w.pt"), TWO_GPUS)
     assert messages(found) == [
@@ -170,6 +194,22 @@ def test_validate_reports_missing_inputs_and_gpus(dlbs_cli, tmp_path, no_smi_pat
                          "exp.gpus=0", cwd=tmp_path, env={"PATH": no_smi_path})
     assert plan_only.returncode == 0, plan_only.stderr
     assert plan_only.stdout == "plan: 1 experiments\nok\n"
+
+
+def test_validate_and_run_name_the_data_backend_an_image_folder_needs(dlbs_cli, run_dlbs,
+                                                                     tmp_path):
+    """An accuracy run on an image folder without pytorch.data_backend image_folder."""
+    (tmp_path / "val" / "cats").mkdir(parents=True)
+    (tmp_path / "val" / "cats" / "1.jpg").write_bytes(b"jpeg")
+    spec = ["-P", "exp.scenario=accuracy", "-P", "exp.data_dir=val"]
+    said = ("exp.data_dir 'val' holds no data.mdb, but pytorch.data_backend caffe_lmdb reads a "
+            "Caffe LMDB (set pytorch.data_backend image_folder")
+    result = dlbs_cli("validate", *spec, cwd=tmp_path)
+    assert result.returncode == 2 and f"problem: experiment #1: {said}" in result.stdout
+    assert result.stderr.startswith(f"dlbs: error: the plan is not valid: experiment #1: {said}")
+    ran = run_dlbs("run", *spec)
+    assert ran.returncode == 1 and f"(not started: {said}" in ran.stderr, ran.stderr
+    assert not list((tmp_path / "logs").glob("*.log"))  # the backend never started
 
 
 def test_validate_checks_gpus_against_nvidia_smi(dlbs_cli, tmp_path, smi_path):

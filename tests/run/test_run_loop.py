@@ -46,8 +46,20 @@ def test_rerun_policies(run_dlbs, tmp_path):
             "-E", '{"condition": {"exp.model": "bad"}, "parameters": {"dummy.fail": "exit"}}']
     first = run_dlbs("run", *spec)
     assert first.returncode == 1 and "1 ok" in first.stderr and "1 failure" in first.stderr
-    never = run_dlbs("run", *spec)
-    assert never.returncode == 0 and "2 unchanged" in never.stderr
+    # The same command again measures nothing and fails, as the sweep still does not work.
+    never = run_dlbs("run", *spec, "--progress", "lines")
+    assert never.returncode == 1, never.stderr
+    lines = never.stderr.splitlines()
+    assert "dlbs: 1 failed earlier, 1 unchanged" in lines
+    assert any(line.startswith("  failed earlier: dummy bad ") and
+               line.endswith("an earlier run recorded failure; not run again, as exp.rerun is "
+                             "never") for line in lines), never.stderr
+    assert lines[-1] == ("dlbs: 1 experiment failed in an earlier run and measured nothing "
+                         "now; -P exp.rerun=onfail runs it again (dlbs report shows the "
+                         "failures)")
+    dry = run_dlbs("run", *spec, "--dry-run")
+    assert dry.returncode == 0 and "1 already done" in dry.stdout and \
+        "1 failed earlier (not run again: exp.rerun=onfail retries them)" in dry.stdout
     onfail = run_dlbs("run", *spec, "-P", "exp.rerun=onfail")
     assert onfail.returncode == 1 and "1 unchanged" in onfail.stderr
     always = run_dlbs("run", *spec, "-P", "exp.rerun=always")
@@ -57,6 +69,22 @@ def test_rerun_policies(run_dlbs, tmp_path):
     # Retries write beside the first log, never over it.
     names = sorted(p.name for p in (tmp_path / "logs").glob("*bad*.log"))
     assert len(names) == 3 and any(".attempt3.log" in n for n in names)
+
+
+def test_a_second_folder_with_the_same_store_tag_and_host_says_where_the_results_are(
+        run_dlbs, tmp_path):
+    shared = ["-P", f"runtime.results_db={tmp_path / 'shared.db'}", "-P", "runtime.run_tag=v1",
+              "-V", 'exp.model=["a", "b"]', *DUMMY]
+    first = run_dlbs("run", *shared, "-P", "exp.log_dir=one")
+    assert first.returncode == 0 and "2 ok" in first.stderr, first.stderr
+    second = run_dlbs("run", *shared, "-P", "exp.log_dir=two")
+    assert second.returncode == 0 and second.stderr.splitlines()[-1] == "dlbs: 2 unchanged"
+    assert (f"dlbs: 2 experiments already recorded by a run in {tmp_path / 'one'} (same results "
+            f"store, run tag and host) were not run again: their logs are there (dlbs report "
+            f"{tmp_path / 'one'}); a new runtime.run_tag measures them again") \
+        in second.stderr.splitlines(), second.stderr
+    again = run_dlbs("run", *shared, "-P", "exp.log_dir=one")
+    assert "already recorded by a run in" not in again.stderr
 
 
 @pytest.mark.parametrize("mode, status, message", [
@@ -97,6 +125,24 @@ def test_out_of_memory_is_remembered(run_dlbs, tmp_path):
     third = run_dlbs("run", *DUMMY, "-V", "exp.replica_batch=[64]",
                      "-P", "exp.ignore_past_errors=true")
     assert third.returncode == 0 and statuses(db)[-1] == "ok"
+
+
+def test_out_of_memory_of_a_transformer_counts_tokens_within_its_class(run_dlbs, tmp_path):
+    # Sequences: a replica holds batch x exp.seq_len tokens; exp.oom_class keeps apart what
+    # fits differently (a model sharded over more GPUs).
+    oom = '{"condition": {"exp.seq_len": [256]}, "parameters": {"dummy.fail": "oom"}}'
+    first = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=2",
+                     "-V", "exp.seq_len=[128, 256, 512]", "-E", oom)
+    assert first.returncode == 1
+    db = tmp_path / "logs" / "results.db"
+    assert statuses(db) == ["ok", "failure", "skipped"]
+    assert "replica batch 2 x 512 tokens (1024) >= 512, which ran out of memory" in \
+        attempts(db)[2][3]
+    second = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=1", "-V", "exp.seq_len=[384, 768]")
+    assert statuses(db)[-2:] == ["ok", "skipped"], second.stderr
+    other_class = run_dlbs("run", *DUMMY, "-P", "exp.replica_batch=1", "-P", "exp.seq_len=768",
+                           "-P", "exp.oom_class=sharded over 4")
+    assert other_class.returncode == 0 and statuses(db)[-1] == "ok"
 
 
 def test_status_parameter_and_dry_run(run_dlbs, tmp_path):

@@ -64,3 +64,46 @@ def test_every_local_attempt_records_its_mark_with_its_process(run_dlbs, tmp_pat
         (job_id,) = conn.execute("SELECT job_id FROM attempts").fetchone()
     mark = json.loads(job_id[len(marks.PREFIX):])
     assert mark["target"] == "local" and mark["pid"] > 1 and isinstance(mark["start"], int)
+
+
+# -- a scheduler's submission: its name, recorded with the job id -----------------------------
+def test_a_submission_name_names_its_experiment_and_a_token():
+    name = marks.submission_name("exp/1 a")
+    assert name.startswith("dlbs-exp-1-a-") and len(name) == len("dlbs-exp-1-a-") + 8
+    assert marks.name_mismatch(name, "exp/1 a") is None
+    assert marks.name_mismatch(name, "exp/1 a", array=False) is None
+    assert marks.submission_name("exp/1 a") != name
+    array = marks.submission_name(None)
+    assert array.startswith("dlbs-array-") and marks.name_mismatch(array, "x", True) is None
+
+
+@pytest.mark.parametrize(("name", "array", "reason"), [
+    (None, None, "recorded no submission name"),
+    ("", None, "recorded no submission name"),
+    ("other", None, "'other' is not the name of a submission of experiment e1"),
+    ("dlbs-e2-1234abcd", None, "is not the name of a submission of experiment e1"),
+    ("dlbs-e1-1234abcd", True, "(dlbs names it dlbs-array-<token>)"),
+    ("dlbs-array-1234abcd", False, "(dlbs names it dlbs-e1-<token>)"),
+    ("dlbs-e1-1234ABCD", None, "is not the name"),
+    ("dlbs-e1-1234abcd0", None, "is not the name"),
+    ("dlbs-e1-", None, "is not the name"),
+])
+def test_a_name_that_is_not_the_experiments_submission_says_why(name, array, reason):
+    assert reason in marks.name_mismatch(name, "e1", array)
+
+
+@pytest.mark.parametrize(("text", "decoded"), [
+    ("4242 dlbs-e1-1234abcd", ("4242", "dlbs-e1-1234abcd")),
+    ("4242_3 dlbs-array-1234abcd", ("4242_3", "dlbs-array-1234abcd")),
+    ("4242", ("4242", None)),             # recorded by an older dlbs
+    (" 4242  ", ("4242", None)),
+])
+def test_a_submitted_job_reads_back(text, decoded):
+    assert marks.decode_submitted(text) == decoded
+
+
+@given(job_id=st.from_regex(r"[0-9]{1,9}(_[0-9]{1,4})?", fullmatch=True),
+       label=st.text(min_size=1, max_size=80))
+def test_a_submitted_job_reads_back_as_it_was_written(job_id, label):
+    name = marks.submission_name(label)
+    assert marks.decode_submitted(marks.submitted(job_id, name)) == (job_id, name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ from datetime import datetime
 import pytest
 
 from dlbs.results.protocol import parse_log
+from dlbs.results.store import open_store
 from tests.run.conftest import attempts
 
 pytestmark = pytest.mark.slurm
@@ -37,9 +39,21 @@ def test_dummy_sweep_as_one_job_array(run_dlbs, tmp_path, slurm_cluster):
     assert "#SBATCH --array=0-1" in text and all(log.name in text for log in logs)
     with sqlite3.connect(tmp_path / "logs" / "results.db") as conn:
         rows = conn.execute("SELECT job_id, environment FROM attempts").fetchall()
-    assert sorted(row[0].split("_")[1] for row in rows) == ["0", "1"]
+    # Each holds its array task's id and the array's name (what a later run checks before
+    # it re-attaches to the task).
+    assert all(re.fullmatch(r"[0-9]+_[01] dlbs-array-[0-9a-f]{8}", row[0]) for row in rows)
     assert len({row[0].split("_")[0] for row in rows}) == 1
+    assert sorted(row[0].split(" ")[0].split("_")[1] for row in rows) == ["0", "1"]
+    assert len({row[0].split(" ")[1] for row in rows}) == 1
     assert all(json.loads(row[1])["node"] in ("node1", "node2") for row in rows)
+    # The node monitor read the energy at the marks by default (monitor.energy), or said
+    # why it could not: no readable RAPL on the nodes of the test cluster.
+    with open_store(str(tmp_path / "logs" / "results.db"), create=False) as store:
+        for attempt in store.attempts():
+            summary = attempt.summary
+            assert summary.get("results.energy_source") == "rapl counter" or \
+                summary["results.energy_unavailable"].startswith(("no RAPL counters",
+                                                                  "RAPL counters not"))
 
 
 def test_different_requests_go_as_separate_jobs(run_dlbs, tmp_path, slurm_cluster):
@@ -126,6 +140,26 @@ def test_two_node_pytorch_job(run_dlbs, tmp_path, slurm_cluster):
     assert "torch.distributed.run" in (tmp_path / "logs" / (log.name + ".sbatch")).read_text()
 
 
+@pytest.mark.pytorch
+@pytest.mark.slow
+def test_two_node_transformer_job_shards_with_fsdp2(run_dlbs, tmp_path, slurm_cluster):
+    # A tiny decoder over the two nodes: torchrun's rendezvous, gloo, FSDP2 across them.
+    result = run_dlbs("run", "-P", "exp.scheduler=slurm", "-P", "exp.num_nodes=2",
+                      "-P", "exp.model=llama3_debug", "-P", "exp.num_batches=2",
+                      "-P", "exp.num_warmup_batches=1", "-P", "pytorch.num_threads=1",
+                      timeout=400)
+    assert result.returncode == 0, result.stderr
+    (log,) = (tmp_path / "logs").glob("*.log")
+    text = log.read_text()
+    values = parse_log(log).values
+    assert values["exp.num_replicas"] == 2 and values["pytorch.data_parallel"] == "fsdp"
+    assert values["results.status"] == "ok"
+    assert values["results.tokens_per_second"] == pytest.approx(
+        values["results.throughput"] * 128)
+    assert text.count("data_parallel=fsdp") == 2  # each node's rank built its shard
+    assert text.count("__results.tokens_per_second__") == 1
+
+
 def _job_id(db) -> str | None:
     try:
         with sqlite3.connect(db) as conn:
@@ -134,7 +168,7 @@ def _job_id(db) -> str | None:
                                "job_id NOT LIKE 'pending:%' ORDER BY started_at").fetchone()
     except sqlite3.Error:
         return None
-    return row[0] if row else None
+    return row[0].split(" ")[0] if row else None  # `<job id> <submission name>`
 
 
 def _wait_for_job(db) -> None:

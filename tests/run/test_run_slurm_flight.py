@@ -36,13 +36,19 @@ def _background(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 
 
 def _rows(db: Path) -> list[tuple]:
-    """(exp_id, attempt, status, job_id) of every attempt; [] while there is no database."""
+    """(exp_id, attempt, status, job_id) of every attempt; [] while there is no database.
+
+    The job id as SLURM gives it: the column also holds the submission's name after it
+    (`<job id> dlbs-<experiment>-<token>`), or is a pending submission's mark.
+    """
     try:
         with sqlite3.connect(db) as conn:
-            return conn.execute("SELECT exp_id, attempt, status, job_id FROM attempts "
+            rows = conn.execute("SELECT exp_id, attempt, status, job_id FROM attempts "
                                 "ORDER BY started_at").fetchall()
     except sqlite3.Error:
         return []
+    return [(*row[:3], row[3] if not row[3] or row[3].startswith("pending:")
+             else row[3].split(" ")[0]) for row in rows]
 
 
 def _wait_until(condition, what: str, limit: float = 120) -> None:
@@ -214,6 +220,63 @@ def test_a_job_past_its_timeout_is_cancelled_and_the_sweep_goes_on(run_dlbs, tmp
     by_status = {row[2]: row[3] for row in rows}
     assert set(by_status) == {"timeout", "ok"}
     assert "still running after the timeout of 3 s; cancelled" in by_status["timeout"]
+
+
+@pytest.mark.parametrize(("never_starts", "reason"), [
+    ("--hold", "JobHeldUser"),               # held: it waits until released, for ever here
+    ("--begin=now+3600", "BeginTime"),       # not before an hour from now
+])
+def test_a_job_that_never_starts_is_cancelled_after_its_queue_timeout(run_dlbs, tmp_path,
+                                                                      slurm_cluster,
+                                                                      never_starts, reason):
+    # exp.timeout counts the run time only: the queue is slurm.queue_timeout's.
+    began = time.monotonic()
+    result = run_dlbs("run", *DUMMY, "-P", "exp.timeout=3", "-P", "slurm.queue_timeout=2",
+                      "-P", f'slurm.extra_args=["{never_starts}"]', "-P", "dummy.sleep=0",
+                      "-V", "exp.replica_batch=[1, 2]", timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - began < 60
+    rows = _rows(tmp_path / "logs" / "results.db")
+    assert [row[2] for row in rows] == ["timeout", "timeout"]
+    for row in attempts(tmp_path / "logs" / "results.db"):
+        assert row[3].startswith("SLURM job ") and row[3].endswith(
+            f" still queued (PENDING, reason {reason}) after its queue timeout of 2 s; "
+            "cancelled"), row[3]
+    assert set(_states([row[3] for row in rows]).values()) <= {"CANCELLED"}
+
+
+def test_a_re_attached_job_counts_its_queue_time_from_its_attempts_start(run_dlbs, tmp_path,
+                                                                        slurm_cluster):
+    spec = [*DUMMY, "-P", 'slurm.extra_args=["--hold"]', "-P", "slurm.on_interrupt=keep"]
+    sweep = _background(tmp_path, *spec)
+    db = tmp_path / "logs" / "results.db"
+    _wait_until(lambda: sum(1 for r in _rows(db) if r[3] and ":" not in r[3]) == 1,
+                "the job was not submitted")
+    time.sleep(3)
+    os.killpg(sweep.pid, signal.SIGHUP)
+    _, err = sweep.communicate(timeout=180)
+    assert sweep.returncode == 129, err
+    # The next run allows 2 s in the queue: the job has waited longer since its attempt
+    # began, so it is cancelled at the first look.
+    again = run_dlbs("run", *spec, "-P", "slurm.queue_timeout=2", timeout=300)
+    assert again.returncode == 1, again.stderr
+    assert "re-attaching to SLURM job" in again.stderr
+    ((_, _, status, message),) = attempts(db)
+    assert status == "timeout" and "after its queue timeout of 2 s; cancelled" in message
+
+
+def test_without_a_queue_timeout_a_held_job_waits(tmp_path, slurm_cluster):
+    sweep = _background(tmp_path, *DUMMY, "-P", 'slurm.extra_args=["--hold"]')
+    db = tmp_path / "logs" / "results.db"
+    try:
+        _wait_until(lambda: sum(1 for r in _rows(db) if r[3] and ":" not in r[3]) == 1,
+                    "the job was not submitted")
+        time.sleep(3)
+        assert sweep.poll() is None and [r[2] for r in _rows(db)] == [None]
+    finally:
+        os.killpg(sweep.pid, signal.SIGTERM)
+        sweep.communicate(timeout=180)
+    assert [r[2] for r in _rows(db)] == ["interrupted"]
 
 
 FAKE_LIMIT = r"""#!/bin/sh

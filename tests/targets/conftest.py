@@ -18,9 +18,10 @@ import pytest
 from dlbs.recipes import Invocation, Mount, assemble
 from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
+from tests import runs
 
 REPO = Path(__file__).resolve().parents[2]
-TEST_IMAGE = "dlbs-test:latest"
+TEST_IMAGE = runs.TEST_IMAGE
 PODMAN_SOCKET = "unix:///run/podman/podman.sock"
 
 
@@ -35,6 +36,7 @@ def docker_client() -> Iterator[Any]:
     except Exception as error:  # any failure here means: the engine is not usable
         pytest.fail(f"the Docker Engine is not running ({error}); start it with "
                     "`bash .ci/services/docker.sh` (as root)", pytrace=False)
+    runs.sweep_containers(client)
     yield client
     client.close()
 
@@ -68,6 +70,7 @@ def podman_image() -> dict[str, Any]:
         pytest.fail(f"Podman's API at {PODMAN_SOCKET} does not answer ({error}); start it "
                     "with `bash .ci/services/podman.sh` (as root)", pytrace=False)
     try:
+        runs.sweep_containers(client)
         image = client.images.get(TEST_IMAGE)
     except docker.errors.ImageNotFound:
         pytest.fail(f"image {TEST_IMAGE} is not in Podman's store; import it with "
@@ -97,6 +100,7 @@ def slurm_cluster() -> dict[str, str]:
         if states.get(node, "").rstrip("*~#") not in ("idle", "mix", "alloc", "comp"):
             pytest.fail(f"SLURM node {node} is not up ({states}); start it with "
                         "`bash .ci/services/slurm.sh`", pytrace=False)
+    runs.sweep_jobs()
     return states
 
 

@@ -108,7 +108,7 @@ def test_script_requests_the_cluster_workflow(target):
     # The prologue runs as written, before the benchmark and before `set -u`.
     assert lines.index("module load python/3.11") < lines.index("set -u") < \
         next(i for i, line in enumerate(lines) if line.startswith("srun "))
-    assert "dlbs_frequency=0.5 dlbs_gpus=0,1" in "\n".join(lines)
+    assert "dlbs_frequency=0.5 dlbs_energy=1 dlbs_gpus=0,1" in "\n".join(lines)
 
 
 def test_gres_with_gpus_per_node_is_refused(target):
@@ -374,6 +374,22 @@ def test_an_array_refuses_experiments_whose_requests_differ(target):
     with pytest.raises(LaunchError, match="cannot share a job array: their requests differ "
                                           "in time"):
         target.array_script(entries, "/l/array.sbatch")
+
+
+def test_the_queue_timeout_is_dlbs_own_not_part_of_the_request(target):
+    short, long = (_job({"exp.id": name, "slurm.queue_timeout": seconds}, ["b"])
+                   for name, seconds in (("a", 30), ("b", 600.5)))
+    assert (short.batch.queue_timeout, long.batch.queue_timeout) == (30.0, 600.5)
+    assert short.batch.shape() == long.batch.shape()   # one array may hold both
+    assert target.groups([short, long]) == [[0, 1]]
+    assert "600" not in _script(target, long)           # nothing SLURM is asked for
+    assert _job({"exp.id": "c"}, ["b"]).batch.queue_timeout == 0.0
+
+
+@pytest.mark.parametrize("seconds", [-1, "soon", float("nan")])
+def test_a_queue_timeout_that_is_not_seconds_is_refused(seconds):
+    with pytest.raises(LaunchError, match="slurm.queue_timeout: expected seconds"):
+        _job({"exp.id": "a", "slurm.queue_timeout": seconds}, ["b"])
 
 
 @pytest.mark.slurm

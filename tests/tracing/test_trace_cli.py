@@ -128,6 +128,22 @@ def test_a_malformed_trace_is_one_error_line(tmp_path, dlbs_cli, content, messag
     assert message in lines[0]
 
 
+def test_negative_durations_are_left_out_and_said(tmp_path, dlbs_cli):
+    path = write_trace(tmp_path / "neg.json.gz", [
+        span("dlbs.step", "step", 0.0, 100.0, batch=0),
+        span("dlbs.phase", "forward", 10.0, 50.0, batch=0),
+        span("dlbs.phase", "backward", 60.0, -30.0, batch=0),
+        {"ph": "B", "cat": "dlbs.phase", "name": "optimizer", "ts": 95.0, "pid": 1, "tid": 1},
+        {"ph": "E", "ts": 90.0, "pid": 1, "tid": 1}])
+    done = dlbs_cli("trace", str(path))
+    assert done.returncode == 0, done.stderr
+    assert ("note: 2 event(s) left out: a negative or non-finite duration or time (the "
+            "first: event #2 ('backward'): ts 60, dur -30); the trace is damaged, or its "
+            "clocks disagree") in done.stdout
+    document = json.loads(dlbs_cli("trace", str(path), "--format", "json").stdout)
+    assert any(note.startswith("2 event(s) left out") for note in document["notes"])
+
+
 def test_a_cut_gzip_trace_is_one_error_line(tmp_path, dlbs_cli):
     whole = write_trace(tmp_path / "whole.json.gz",
                         [span("dlbs.step", "step", float(i), 1.0) for i in range(5000)])
@@ -201,7 +217,12 @@ def test_a_folder_of_several_traces_is_listed(runs, dlbs_cli):
     assert lines[1].split() == ["trace", "framework", "model", "phase", "device", "dtype",
                                 "batch_size", "trace_level", "trace_batches"]
     listed = [line.split()[0] for line in lines[3:5]]
-    assert listed == sorted(str(log).replace(".log", ".trace.json.gz") for log in logs)
+    # A path longer than the table's names (the machine's temporary folder) ends in "...".
+    from dlbs.cli.trace import NAME_WIDTH
+
+    assert listed == sorted(path if len(path) <= NAME_WIDTH else path[:NAME_WIDTH - 3] + "..."
+                            for log in logs for path in [str(log).replace(".log",
+                                                                          ".trace.json.gz")])
     assert {tuple(line.split()[1:]) for line in lines[3:5]} == {
         ("dummy", "resnet50", "training", "cpu", "float32", batch, "operator", "2")
         for batch in ("8", "16")}

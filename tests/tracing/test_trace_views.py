@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dlbs.traces.compare import compare
-from dlbs.traces.reader import TraceFile
+from dlbs.traces.reader import TraceError, TraceFile
 from dlbs.traces.views import OUTSIDE_LAYERS, ViewError, view
 from tests.tracing.conftest import span, write_trace
 
@@ -282,3 +282,56 @@ def test_tree_totals_are_the_spans_and_children_never_exceed_parents(tmp_path_fa
             tree[name]["inclusive_ms"] + 1e-9
         assert math.isclose(tree[name]["exclusive_ms"], tree[name]["inclusive_ms"] - sum(
             tree[child]["inclusive_ms"] for child in children), abs_tol=1e-9)
+
+
+# -- spans that are not spans of time ---------------------------------------------------------
+BAD_SPANS = {
+    "negative dur": span(PHASE, "forward", 10.0, -40.0, batch=0),
+    "end before begin": [{"ph": "B", "cat": PHASE, "name": "forward", "ts": 60.0, "pid": 1,
+                          "tid": 1}, {"ph": "E", "ts": 20.0, "pid": 1, "tid": 1}],
+    "a huge negative dur": span(STEP, "step", 500.0, -1e300, batch=9),
+    "a negative layer": layer("a", 7.0, -15.0, "net", 1, type="Conv"),
+    "a negative operator": span("cpu_op", "aten::conv2d", 7.0, -0.5),
+    "a negative kernel": span("kernel", "sgemm", 8.0, -3.0),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_SPANS))
+@pytest.mark.parametrize("name", ["summary", "layers", "operators", "kernels", "eventflow",
+                                  "duration", "layer_tree"])
+def test_a_span_that_is_no_span_of_time_is_left_out_with_a_note(trace_of, bad, name):
+    extra = BAD_SPANS[bad]
+    events = two_steps() + (extra if isinstance(extra, list) else [extra])
+    damaged = TraceFile(trace_of(events, meta={"trace_level": "operator"}))
+    clean = TraceFile(trace_of(two_steps(), meta={"trace_level": "operator"}))
+    table, expected = view(name, damaged), view(name, clean)
+    # The numbers are those of the trace without it ...
+    assert table.rows == expected.rows and table.steps == expected.steps
+    # ... and a note says what was left out.
+    [note] = [n for n in table.notes if n not in expected.notes]
+    assert note.startswith("1 event(s) left out: a negative or non-finite duration or time "
+                           "(the first: event #")
+    assert note.endswith("the trace is damaged, or its clocks disagree")
+    assert damaged.left_out == 1
+
+
+def test_the_left_out_spans_are_counted_anew_at_each_reading(trace_of):
+    events = two_steps() + [span(PHASE, "forward", 10.0, -1.0), span(PHASE, "x", 1.0, -2.0)]
+    trace = TraceFile(trace_of(events))
+    assert len(list(trace.spans())) == len(two_steps()) and trace.left_out == 2
+    assert trace.first_left_out == "event #20 ('forward'): ts 10, dur -1"
+    assert len(list(trace.spans())) == len(two_steps()) and trace.left_out == 2
+
+
+def test_a_zero_duration_is_a_span(trace_of):
+    trace = TraceFile(trace_of(two_steps() + [span(PHASE, "forward", 10.0, 0.0)]))
+    assert len(list(trace.spans())) == len(two_steps()) + 1 and trace.left_out == 0
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"Infinity", b"NaN"])
+def test_a_time_json_cannot_hold_is_refused(tmp_path, number):
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": ' + number
+                     + b"}]}")
+    with pytest.raises(TraceError, match="is not a valid Chrome trace: malformed JSON"):
+        list(TraceFile(path).spans())

@@ -232,7 +232,7 @@ def test_rendezvous_must_be_host_and_port():
         planned(params=["pytorch.distributed_rendezvous=node1"])
 
 
-# ---- parameters nothing reads ----------------------------------------------------------------
+# ---- names dlbs does not have ------------------------------------------------------------------
 
 TYPOS = """
 parameters:
@@ -244,6 +244,7 @@ parameters:
   exp.log_file: "${exp.log_dir}/${pytorch.my_tag}_${exp.id}.log"
   runtime.env.NCCL_DEBUG: INFO
   mxnet.workspace: 1024
+  tensorflow.var_update: replicated
 variables:
   exp.modell: [resnet50]
   my.axis: [1, 2]
@@ -255,29 +256,59 @@ extensions:
 """
 
 
-def test_unread_parameters_in_dlbs_namespaces_are_reported(tmp_path):
+def test_a_name_in_dlbs_namespaces_that_no_config_declares_is_refused(tmp_path):
+    """Set, swept, set or tested by an extension, used by a template or not: one error."""
+    from dlbs.errors import ConfigError
+    from dlbs.plan.unused import refuse_undeclared
+
     path = tmp_path / "typos.yaml"
     path.write_text(TYPOS)
-    assert unused_parameters(load_spec(path)) == [
-        f"{path}: parameter 'pytorch.num_thread' is neither declared nor used by any template: "
-        f"it is only recorded with the experiment; did you mean 'pytorch.num_threads'?",
-        f"{path}: parameter 'mxnet.workspace' is neither declared nor used by any template: it "
-        f"is only recorded with the experiment; the MXNet backend leaves cuDNN's workspace "
-        f"limit to MXNet",
-        f"{path}: parameter 'exp.modell' is neither declared nor used by any template: it is "
-        f"only recorded with the experiment; did you mean 'exp.model'?",
-        f"{path}: extension #1: parameter 'mxnet.kv_stor' is neither declared nor used by any "
-        f"template: it is only recorded with the experiment; did you mean 'mxnet.kv_store'?",
-    ]
+    with pytest.raises(ConfigError) as error:
+        refuse_undeclared(load_spec(path))
+    assert error.value.message == (
+        f"{path}: parameter 'pytorch.num_thread' (nearest: pytorch.num_threads, "
+        "pytorch.num_loader_threads) is not declared by any config; nor 'pytorch.my_tag', "
+        "'exp.modell' (nearest: exp.model, exp.model_title, exp.model_opts), 'mxnet.kv_stor' "
+        "(nearest: mxnet.kv_store), 'slurm.my_switch'")
+    assert "--params '^pytorch[.]'" in error.value.hint
+    # The spec's own names (global_batch, my.axis, DLBS's tensorflow.*) are its own axes.
+    path.write_text(TYPOS.replace("pytorch.num_thread", "pytorch.num_threads")
+                    .replace("pytorch.my_tag", "my.tag").replace("exp.modell", "exp.model")
+                    .replace("mxnet.kv_stor", "mxnet.kv_store")
+                    .replace("slurm.my_switch", "my.switch"))
+    spec = load_spec(path)
+    refuse_undeclared(spec)
+    # DLBS's settings that dlbs has no use for are declared, and said to do nothing.
+    assert unused_parameters(spec) == [
+        f"{path}: parameter 'mxnet.workspace' is DLBS's, and nothing in dlbs reads it (the "
+        "MXNet backend leaves cuDNN's workspace limit to MXNet)"]
 
 
-def test_computed_references_count_as_use():
-    spec = load_spec(params=["pytorch.flavour=x", "mxnet.flavour=y",
-                             "exp.tag=${${exp.framework}.flavour}"])
-    assert [w for w in unused_parameters(spec) if "flavour" in w] == []
-    assert [w for w in unused_parameters(spec) if "exp.tag" in w] != []
+def test_a_name_the_spec_declares_with_a_type_is_its_own():
+    from dlbs.plan.unused import refuse_undeclared
+
+    spec = load_spec(params=['pytorch.flavour={"val": "x", "type": "str"}',
+                             'mxnet.flavour={"val": "y", "type": "str"}',
+                             "my.tag=${${exp.framework}.flavour}"])
+    refuse_undeclared(spec)
+    (experiment,) = Planner(spec).experiments()
+    assert experiment["my.tag"] == "x"
+
+
+def test_every_dlbs_setting_dlbs_has_no_use_for_is_declared_outside_the_id():
+    from dlbs.plan.unused import DLBS_ONLY
+
+    spec = load_spec()
+    for name in DLBS_ONLY:
+        assert spec.params[name].type is not None and spec.params[name].host, name
+    declared = {name for name, d in spec.params.items()
+                if Path(d.source).name == "90-from-dlbs.yaml"}
+    assert declared == set(DLBS_ONLY)
 
 
 def test_nothing_is_reported_without_the_default_configs():
+    from dlbs.plan.unused import refuse_undeclared
+
     spec = load_spec(params=["exp.anything=1", "pytorch.num_thread=2"], defaults=False)
     assert unused_parameters(spec) == []
+    refuse_undeclared(spec)

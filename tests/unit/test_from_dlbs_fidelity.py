@@ -97,8 +97,8 @@ def test_the_undefined_name_hint_names_each_candidate_once(tmp_path):
     with pytest.raises(ConfigError) as caught:
         planned(spec)
     hint = caught.value.hint
-    assert hint == ("did you mean 'exp.framework_title' or 'exp.framework_family' or "
-                    "'exp.framework'?")
+    assert hint == ("did you mean 'exp.framework_title' or 'exp.framework_ver' or "
+                    "'exp.framework_family'?")
 
 
 # ---- item 14: "0, 1" is two GPUs, as in DLBS ---------------------------------------------------
@@ -185,3 +185,50 @@ def test_a_condition_on_a_computed_value_applies():
                             "parameters": {"exp.replica_batch": 8}})
     experiments = planned(variables=['exp.gpus=["0", "0,1"]'], extensions=[extension])
     assert [e["exp.replica_batch"] for e in experiments] == [16, 8]
+
+
+# ---- issue 30: what docs/from-dlbs.md says DLBS refused, kept as text, or took -----------------
+
+def test_a_spec_value_of_another_json_type_than_the_default_plans(tmp_path):
+    """DLBS's ConfigurationLoader.update refused these ('expecting value types to be same')."""
+    spec = write_spec(tmp_path, {"parameters": {
+        "global_batch": 64, "exp.gpus": "0,1",
+        "exp.replica_batch": "$(${global_batch} // ${exp.num_replicas})$",
+        "exp.docker_args": ["--rm", "--ipc=host"]}})
+    (experiment,) = planned(spec)
+    assert experiment["exp.replica_batch"] == 32
+    assert experiment["exp.docker_args"] == ["--rm", "--ipc=host"]
+
+
+def test_computed_helpers_keep_their_type_and_lists_join_with_spaces_in_text():
+    """DLBS kept "3" and "[0, 1]" (str of the result) unless the parameter was typed."""
+    (experiment,) = planned(params=["n=$(len('a,b,c'.split(',')))$", "ids=$([0, 1])$",
+                                    "text=gpus ${ids} of ${n}"], defaults=False)
+    assert (experiment["n"], experiment["ids"]) == (3, [0, 1])
+    assert experiment["text"] == "gpus 0 1 of 3"
+
+
+def test_a_json_scalar_given_to_v_is_a_one_item_axis_as_in_dlbs():
+    one = planned(variables=['exp.model="resnet50"'])
+    text = planned(variables=["exp.model=resnet50"])
+    assert [e["exp.model"] for e in one] == [e["exp.model"] for e in text] == ["resnet50"]
+
+
+@pytest.mark.parametrize(("expression", "said"), [
+    ("uuid.uuid4()", "unknown name in expression: 'uuid' is not defined"),
+    ("sys.version", "unknown name in expression: 'sys' is not defined"),
+    ("json.dumps(1)", "unknown name in expression: 'json' is not defined"),
+    ("os.getcwd()", "not allowed in an expression"),
+])
+def test_what_dlbs_s_eval_reached_is_refused(expression, said):
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(")):
+        planned(params=[f"a=$({expression})$"], defaults=False)
+    (experiment,) = planned(params=["a=$(math.floor(math.sqrt(10)))$"], defaults=False)
+    assert experiment["a"] == 3
+
+
+def test_dlbs_s_frameworks_that_are_gone_are_refused_and_their_names_are_the_spec_s_own():
+    with pytest.raises(ConfigError, match="'exp.framework': value 'tensorflow' is not one of"):
+        planned(params=["exp.framework=tensorflow"])
+    (experiment,) = planned(params=["tensorflow.var_update=replicated"])
+    assert experiment["tensorflow.var_update"] == "replicated"

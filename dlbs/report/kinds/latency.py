@@ -3,7 +3,8 @@
 One row per experiment, led by the model, framework, scenario and batch; latency p50, p90,
 p99 (ms), the achieved QPS, the target QPS (server; max_qps: the starting rate), the max QPS
 (max_qps) and whether the latency bound held (server, max_qps). The performance scenarios
-are every scenario but `benchmark` (the backend's own loop) and `accuracy`.
+are every scenario but `benchmark` (the backend's own loop) and `accuracy`. Its chart has a
+panel per scenario, each on its own scale (plot.latency_bars_figure).
 """
 
 from __future__ import annotations
@@ -16,4 +17,4 @@ KIND = ReportKind(
     default_metrics=("results.latency_p50", "results.latency_p90", "results.latency_p99",
                      "results.qps", "results.target_qps", "results.max_qps",
                      "results.latency_bound_met"),
-    not_scenarios=(BENCHMARK, "accuracy"))
+    not_scenarios=(BENCHMARK, "accuracy"), chart="latency")

@@ -2,8 +2,9 @@
 
 Rows are led by the model and the batch sizes (and the GPU count when it varies: it reads
 better than the effective batch it makes); `--baseline` adds each row's speedup over its
-baseline row (baseline.py). Without `--columns`, energy per sample and MFU stand beside the
-throughput where some experiment shown has them (docs/efficiency.md).
+baseline row (baseline.py). Without `--columns`, tokens per second (and per GPU), energy per
+sample and MFU stand beside the throughput where some experiment shown has them
+(docs/efficiency.md, docs/transformers.md); a transformer's rows name its sequence length.
 """
 
 from __future__ import annotations
@@ -43,5 +44,6 @@ class Regular(ReportKind):
 
 
 KIND = Regular("regular", "Regular report",
-               lead_keys=("exp.model", "exp.replica_batch", "exp.effective_batch"),
+               lead_keys=("exp.model", "exp.seq_len", "exp.replica_batch",
+                          "exp.effective_batch"),
                accepts_baseline=True, extras=REGULAR_EXTRAS)

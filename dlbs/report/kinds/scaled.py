@@ -63,8 +63,13 @@ class Scaling(ReportKind):
 
     def notes(self, cells: Any, values_of: ValuesOf) -> list[str]:
         """A hint when every row has one GPU count: nothing to scale, maybe the other kind."""
-        if cells is None or cells.axis is None or len(cells.axis) < 2:
+        if cells is None or cells.axis is None or not len(cells.axis):
             return []
+        if len(cells.axis) == 1:
+            # A sweep of batches or models on one GPU count (issue 33.7: one point, no word).
+            return [f"Every experiment ran on one GPU count ({cells.axis[0]}): there is "
+                    "nothing to scale, so no speedup or efficiency but 1 (sweep exp.gpus; "
+                    "--type regular compares these experiments)."]
         spots = np.unique(cells.row.astype(np.int64) * len(cells.axis) + cells.place)
         if len(np.unique(spots // len(cells.axis))) < len(spots):
             return []

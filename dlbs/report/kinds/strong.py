@@ -9,5 +9,6 @@ from dlbs.report.kinds.scaled import Scaling
 from dlbs.report.scaling import strong_values
 
 KIND = Scaling("strong", "Strong scaling (same effective batch)",
-               lead_keys=("exp.model", "exp.effective_batch"), values=strong_values,
+               lead_keys=("exp.model", "exp.seq_len", "exp.effective_batch"),
+               values=strong_values,
                keeps="the effective batch", other="weak")

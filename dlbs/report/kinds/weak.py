@@ -9,5 +9,5 @@ from dlbs.report.kinds.scaled import Scaling
 from dlbs.report.scaling import weak_values
 
 KIND = Scaling("weak", "Weak scaling (same replica batch)",
-               lead_keys=("exp.model", "exp.replica_batch"), values=weak_values,
+               lead_keys=("exp.model", "exp.seq_len", "exp.replica_batch"), values=weak_values,
                keeps="the replica batch", other="strong")

@@ -8,8 +8,10 @@ flight), never through a concrete one (like reframe's `JobScheduler.poll(*jobs)`
 - `poll` looks at many jobs at once, `final_outcome` tells how one that ended ended;
 - `cancel` cancels one job, queued or running;
 - re-attaching is polling a job id recorded by an earlier `dlbs run`: any id the scheduler
-  gave works from any process. `find_submitted` finds a submission by its name when dlbs died
-  between the scheduler's answer and its own record of it.
+  gave works from any process, once `adoption` has said that the scheduler's job is the
+  attempt's (its name, its user, its experiment: a row of a shared store could name any
+  job). `find_submitted` finds a submission by its name, among this user's jobs, when dlbs
+  died between the scheduler's answer and its own record of it.
 A scheduler is one module in `dlbs/run/targets/` (`@register_target(name)`, listed in
 `BUILTIN_TARGETS`) plus the reader of its request in `dlbs/recipes/schedulers.py`.
 """
@@ -114,6 +116,15 @@ class SchedulerTarget(Target):
 
         None when the scheduler knows no such submission: it never took it.
         """
+
+    def adoption(self, job_id: str, name: str, exp_id: str) -> str | None:
+        """Why job `job_id` is not the attempt's to re-attach to or cancel; None when it is.
+
+        It is when the scheduler says the job is called `name` (the attempt's submission's:
+        `dlbs.run.marks`), is this user's and runs experiment `exp_id`. A scheduler that
+        cannot tell adopts nothing. `LaunchError` when the scheduler does not answer.
+        """
+        return f"{self.display_name} cannot tell whose job {job_id} is"
 
     @abc.abstractmethod
     def wait(self, job_id: str, timeout: float | None) -> Outcome:

@@ -28,6 +28,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Sequence
@@ -62,9 +63,10 @@ COMMANDS = ("sbatch", "scontrol", "scancel", "squeue")
 
 #: What each task runs (`sh -c`, the command as "$@"): its ranks from SLURM's per-task
 #: variables and the node monitor's tag; on a node's first task, the node monitor in the
-#: background (when python3 is there). Without sampling it ends by itself once it wrote the
-#: node's environment; with sampling it is stopped with SIGTERM once the benchmark has ended
-#: and the monitor is ready for it (its file exists: its signal handlers are in place).
+#: background (when python3 is there). Without sampling or the energy at the marks it ends
+#: by itself once it wrote the node's environment; with either it is stopped with SIGTERM
+#: once the benchmark has ended and the monitor is ready for it (its file exists: its signal
+#: handlers are in place).
 TASK_SCRIPT = (
     'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
     'NODE_RANK="$SLURM_NODEID" PET_NODE_RANK="$SLURM_NODEID" '
@@ -73,10 +75,12 @@ TASK_SCRIPT = (
     'if [ "$SLURM_LOCALID" = 0 ] && command -v python3 >/dev/null 2>&1; then '
     f'{TAG_VARIABLE}= python3 "$dlbs_node_monitor" --out "$dlbs_node_file" '
     f'--node "$SLURMD_NODENAME" --tag "${TAG_VARIABLE}" '
-    '--frequency "$dlbs_frequency" --gpus "$dlbs_gpus" --log "$dlbs_log" & dlbs_monitor=$!; '
+    '--frequency "$dlbs_frequency" --energy "$dlbs_energy" --gpus "$dlbs_gpus" '
+    '--log "$dlbs_log" & dlbs_monitor=$!; '
     'fi; '
     '"$@"; dlbs_status=$?; '
-    'if [ -n "${dlbs_monitor:-}" ] && [ "$dlbs_frequency" != 0 ]; then dlbs_i=0; '
+    'if [ -n "${dlbs_monitor:-}" ] && { [ "$dlbs_frequency" != 0 ] || '
+    '[ "$dlbs_energy" = 1 ]; }; then dlbs_i=0; '
     'while [ ! -e "$dlbs_node_file" ] && [ $dlbs_i -lt 200 ] && kill -0 "$dlbs_monitor" '
     '2>/dev/null; do sleep 0.05; dlbs_i=$((dlbs_i + 1)); done; '
     'kill -TERM "$dlbs_monitor" 2>/dev/null; fi; '
@@ -119,6 +123,13 @@ HOPELESS_REASONS = frozenset({
 })
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: A job id, or an array task's (`<array id>_<index>`).
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+#: The first lines of a job script of one experiment (sbatch.sh.j2).
+_SINGLE_HEADER = re.compile(r"\A#!/bin/bash\n# Written by dlbs for experiment (.*)\.$",
+                            re.MULTILINE)
+#: The most of a job script read to find its experiment (a job array of 1,000).
+SCRIPT_LIMIT = 64 << 20
 _FIELD_SPLIT = re.compile(r" (?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
@@ -256,6 +267,7 @@ class SlurmTarget(SchedulerTarget):
                 "log": os.path.abspath(log_path),
                 "workdir": os.path.abspath(invocation.workdir or os.getcwd()),
                 "frequency": f"{invocation.monitor_frequency:g}",
+                "energy": "1" if invocation.monitor_energy else "0",
                 "gpus": ",".join(invocation.gpus)}
 
     def script(self, invocation: Invocation, log_path: str, script_path: str,
@@ -431,14 +443,16 @@ class SlurmTarget(SchedulerTarget):
         return found
 
     def find_by_name(self, name: str) -> list[str]:
-        """Ids of the jobs (array tasks: `<id>_<index>`) called `name` that SLURM still knows."""
-        result = _run(["squeue", "-h", "-r", "-t", "all", "-n", name, "-o", "%i"], timeout=30)
+        """Ids of this user's jobs (array tasks: `<id>_<index>`) called `name` SLURM knows."""
+        user = str(os.getuid())
+        result = _run(["squeue", "-h", "-r", "-t", "all", "-n", name, "-u", user, "-o", "%i"],
+                      timeout=30)
         if result.returncode != 0:
             raise LaunchError(f"squeue failed: {_one_line(result.stderr or result.stdout)}")
         ids = [line.strip() for line in result.stdout.splitlines() if line.strip()]
         if not ids and shutil.which("sacct"):
-            accounted = _run(["sacct", "-n", "-X", "-P", "--name", name, "-o", "JobID"],
-                             timeout=30)
+            accounted = _run(["sacct", "-n", "-X", "-P", "--name", name, "-u", user,
+                              "-o", "JobID"], timeout=30)
             if accounted.returncode == 0:
                 ids = [line.strip() for line in accounted.stdout.splitlines() if line.strip()]
         return ids
@@ -477,6 +491,34 @@ class SlurmTarget(SchedulerTarget):
             return Outcome(FAILURE, f"SLURM job {job_id} did not end ({state})",
                            details=_details(job_id, record))
         return self._outcome(job_id, record)
+
+    def adoption(self, job_id: str, name: str, exp_id: str) -> str | None:
+        """Why job `job_id` is not the attempt's; None when it is (see the interface).
+
+        The controller's record must say the job is this user's (`UserId`) and called
+        `name`; the batch script it runs (`Command`, which dlbs wrote) must run experiment
+        `exp_id` (an array task: its own entry of the script's table).
+        """
+        if not _JOB_ID.match(job_id):
+            return f"{job_id[:60]!r} is not a SLURM job id"
+        record = self.job_record(job_id)
+        if record is None:
+            return (f"SLURM no longer knows job {job_id} (it ended more than MinJobAge ago, "
+                    "or never was), so whose it was cannot be told")
+        owner = record.get("UserId", "")
+        uid = re.search(r"\((\d+)\)$", owner)
+        if uid is None or int(uid.group(1)) != os.getuid():
+            return f"job {job_id} is {owner or 'nobody'}'s, not this user's (uid {os.getuid()})"
+        if record.get("JobName") != name:
+            return (f"job {job_id} is called {record.get('JobName', '')[:120]!r}, not "
+                    f"{name!r} as this attempt's submission")
+        task = record.get("ArrayTaskId") if "ArrayJobId" in record else None
+        runs = _experiment_in_script(record.get("Command", ""), task)
+        if isinstance(runs, tuple):
+            return f"job {job_id}'s batch script {runs[0]}"
+        if runs != _one_line(exp_id):
+            return f"job {job_id} runs experiment {runs[:120]}, not {exp_id}"
+        return None
 
     def job_record(self, job_id: str) -> dict[str, str] | None:
         """The controller's record of a job, or None when it does not know the job."""
@@ -542,6 +584,33 @@ class SlurmTarget(SchedulerTarget):
         return Outcome(FAILURE, f"SLURM job {job_id} is unknown to the controller (ended more "
                        "than MinJobAge ago, with no accounting storage to ask)",
                        details={"job_id": job_id})
+
+
+def _experiment_in_script(path: str, task: str | None) -> str | tuple[str]:
+    """The experiment a job script dlbs wrote runs (`task`: an array's entry); else (why,).
+
+    The script is read only when it is a regular file of this user's, at most
+    SCRIPT_LIMIT bytes: the path is the controller's, the file dlbs's own.
+    """
+    if not path or path == "(null)":
+        return ("is unknown to SLURM (not a batch script dlbs wrote)",)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return (f"{path} cannot be read: {error.strerror or error}",)
+    with os.fdopen(fd, "rb") as stream:
+        status = os.fstat(stream.fileno())
+        if not stat.S_ISREG(status.st_mode) or status.st_uid != os.getuid():
+            return (f"{path} is not a file of this user's",)
+        text = stream.read(SCRIPT_LIMIT).decode("utf-8", "replace")
+    if task is None:
+        found = _SINGLE_HEADER.search(text)
+    else:
+        found = re.search(rf"^{re.escape(task)}\)  # experiment (.*)$", text, re.MULTILINE)
+    if found is None:
+        return (f"{path} does not say which experiment it runs" +
+                (f" as array task {task}" if task is not None else ""),)
+    return found.group(1)
 
 
 def _details(job_id: str, record: dict[str, str]) -> dict[str, Any]:

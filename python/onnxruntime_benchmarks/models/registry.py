@@ -16,8 +16,10 @@ from ..export import PYTORCH_BACKEND
 
 
 def model_ids() -> list[str]:
-    """Every model id of the PyTorch backend, sorted."""
+    """Every model id of the PyTorch backend that it exports, sorted (not the transformers)."""
     folder = Path(__file__).resolve().parents[2] / PYTORCH_BACKEND
     if str(folder.parent) not in sys.path:
         sys.path.insert(0, str(folder.parent))
-    return importlib.import_module(f"{PYTORCH_BACKEND}.models").model_ids()
+    models = importlib.import_module(f"{PYTORCH_BACKEND}.models")
+    return [model_id for model_id in models.model_ids()
+            if getattr(models.get_model_spec(model_id), "sequence", None) is None]

@@ -8,9 +8,17 @@ energy of any interval must be. Put this folder first on PYTHONPATH (or pass the
   FAKE_NVML_NO_ENERGY   set: the energy counter is NOT_SUPPORTED (a GPU older than Volta)
   FAKE_NVML_INIT_ERROR  set: nvmlInit fails with this message (no driver)
   FAKE_NVML_CALLS       a file that gets a line per nvmlInit and nvmlShutdown
+  FAKE_NVML_HANG        function names (comma-separated) that never return, as a call into a
+                        driver in trouble (e.g. nvmlDeviceGetTotalEnergyConsumption)
+  FAKE_NVML_RAISE       NAME:EXCEPTION - function NAME raises the built-in EXCEPTION (not an
+                        NVMLError: the binding's own bug, e.g. nvmlDeviceGetPowerUsage:TypeError)
+  FAKE_NVML_ENERGY_OFFSET  millijoules added to every energy counter (a test lowers it to
+                        make a counter go back, as a driver reload does)
 """
 
+import builtins
 import os
+import threading
 import time
 from types import SimpleNamespace
 
@@ -42,7 +50,18 @@ def _log(what):
             calls.write(what + "\n")
 
 
+def _trouble(name):
+    """Hang or raise in `name` as the environment asks."""
+    if name in os.environ.get("FAKE_NVML_HANG", "").split(","):
+        _log(f"hang {name}")
+        threading.Event().wait()  # never set: the call never returns
+    wanted, _, exception = os.environ.get("FAKE_NVML_RAISE", "").partition(":")
+    if wanted == name:
+        raise getattr(builtins, exception)(f"{name} broke")
+
+
 def nvmlInit():
+    _trouble("nvmlInit")
     message = os.environ.get("FAKE_NVML_INIT_ERROR")
     if message:
         raise NVMLError(1, message)
@@ -50,28 +69,35 @@ def nvmlInit():
 
 
 def nvmlShutdown():
+    _trouble("nvmlShutdown")
     _log("shutdown")
 
 
 def nvmlDeviceGetHandleByIndex(index):
+    _trouble("nvmlDeviceGetHandleByIndex")
     if index not in _gpus():
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument")
     return index
 
 
 def nvmlDeviceGetUtilizationRates(handle):
+    _trouble("nvmlDeviceGetUtilizationRates")
     return SimpleNamespace(gpu=90 + handle, memory=50)
 
 
 def nvmlDeviceGetMemoryInfo(handle, version=None):
+    _trouble("nvmlDeviceGetMemoryInfo")
     return SimpleNamespace(total=80 << 30, used=(10 + handle) << 30, free=(70 - handle) << 30)
 
 
 def nvmlDeviceGetPowerUsage(handle):
+    _trouble("nvmlDeviceGetPowerUsage")
     return int(_gpus()[handle] * 1000)
 
 
 def nvmlDeviceGetTotalEnergyConsumption(handle):
+    _trouble("nvmlDeviceGetTotalEnergyConsumption")
     if os.environ.get("FAKE_NVML_NO_ENERGY"):
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED, "Not Supported")
-    return int(_gpus()[handle] * (time.time() - _ZERO) * 1000)
+    offset = float(os.environ.get("FAKE_NVML_ENERGY_OFFSET", "0"))
+    return int(_gpus()[handle] * (time.time() - _ZERO) * 1000 + offset)
