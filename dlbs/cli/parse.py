@@ -70,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
                  f"{MAX_LINE_BYTES // 2**20} MiB passed over")
     if loaded.cut_lines:
         line += f"; {loaded.cut_lines} log(s) cut short inside a number (failures)"
+    if loaded.refused_keys:
+        keys = ", ".join(sorted(loaded.refused_keys))
+        line += (f"; {max(loaded.refused_keys.values())} log(s) printed {keys}, which a "
+                 "benchmark does not set: not taken (docs/backends/protocol.md section 4)")
     if loaded.ignored_files:
         line += f"; {len(loaded.ignored_files)} file(s) without protocol lines ignored"
     if output:

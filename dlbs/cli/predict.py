@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise ConfigError(f"--top must be at least 1, got {args.top}")
+    if any(not image for image in args.images):
+        # os.path.abspath("") is the current folder: the backend would say "Is a directory".
+        raise ConfigError("an image path is empty (\"\")", hint="name image files")
     for path in (args.weights, args.labels):
         if path and not os.path.isfile(path):
             raise ConfigError(f"no such file: {path}")
@@ -62,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
                                                        "at their defaults")
     images = [os.path.abspath(image) for image in args.images]
     argv = [*invocation.argv, "--predict", *images, "--top", str(args.top)]
-    env = dict(os.environ)
+    from dlbs.util.credentials import benchmark_environment
+
+    env = benchmark_environment()   # the backend runs model code: no store credentials
     env.update(invocation.env)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(invocation.gpus)
     try:

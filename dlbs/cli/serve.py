@@ -73,11 +73,12 @@ def store_of(location: str) -> str:
     import os
 
     from dlbs.errors import DlbsError
-    from dlbs.report.inputs import DATABASE, databases
+    from dlbs.results.sources import DATABASE_NAME as DATABASE
+    from dlbs.results.sources import folder_databases
 
     if not os.path.isdir(location):
         return location
-    found = databases(location)
+    found = folder_databases(location)
     if len(found) == 1:
         print(f"dlbs serve: serving {found[0]}, the results database of {location}",
               file=sys.stderr)

@@ -56,11 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _pairs(sources: list[str], ids: list[str]) -> list[tuple[str, str | None]]:
     """(source, experiment id) of each trace to read."""
     from dlbs.results.store import is_store
-    from dlbs.traces.locate import database_in
+    from dlbs.traces.locate import database_in, refuse_special
 
     if len(sources) > 2:
         raise DlbsError("dlbs trace reads one trace, or two to compare",
                         hint="give one or two sources")
+    for source in sources:
+        refuse_special(source)
     databases = [source for source in sources if is_store(source) or
                  (os.path.isdir(source) and database_in(source) is not None)]
     if len(sources) == 1 and databases and len(ids) == 2:

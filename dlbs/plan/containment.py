@@ -23,6 +23,7 @@ from typing import Any
 from dlbs.config.limits import MAX_FILE_NAME_BYTES, MAX_PATH_BYTES
 from dlbs.config.names import EXPERIMENT_ID_RULE, is_experiment_id
 from dlbs.errors import PlanError
+from dlbs.util.credentials import is_database_url, without_password
 
 ID = "exp.id"
 LOG_DIR = "exp.log_dir"
@@ -88,7 +89,14 @@ def _contain_file(experiment: dict[str, Any], name: str, folder: Any) -> None:
     if path is None or (path == "" and name != LOG_FILE):
         return
     if name == RESULTS_DB and isinstance(path, str) and _URL.match(path):
-        return  # a database server's URL (postgresql://...), no file: the store checks it
+        if is_database_url(path):
+            return  # a database server's URL (postgresql://...), no file: the store checks it
+        # Any other URL would be taken as a path: folders named after it, its password in
+        # the plan, the logs and the store. Refused, without the password.
+        raise PlanError(f"{name} {_shown(without_password(path))} is a URL of no results "
+                        "store dlbs opens",
+                        hint="a results store is an SQLite file (a path) or a postgresql:// "
+                             "URL (its scheme in any case)")
     if not isinstance(path, str) or not path.strip():
         raise PlanError(f"{name} is empty")
     if path.endswith("/"):

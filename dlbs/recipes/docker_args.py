@@ -10,13 +10,13 @@ not in the table is a `LaunchError` naming it, never silently dropped.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from dlbs.errors import LaunchError
 from dlbs.util.booleans import parse_bool
+from dlbs.util.credentials import benchmark_environment
 from dlbs.util.records import FrozenRecord, Record
 
 Kwargs = dict[str, Any]
@@ -129,8 +129,10 @@ def _env(args: DockerArgs, value: str) -> None:
     environment = args.kwargs.setdefault("environment", {})
     if sep:
         environment[name] = item
-    elif name in os.environ:  # `-e NAME` passes the host's value, as the docker CLI does
-        environment[name] = os.environ[name]
+    else:  # `-e NAME` passes the host's value, as the docker CLI does (not a credential)
+        inherited = benchmark_environment()
+        if name in inherited:
+            environment[name] = inherited[name]
 
 
 def _env_file(args: DockerArgs, value: str) -> None:

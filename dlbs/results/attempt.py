@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dlbs.errors import ResultsError
-from dlbs.results.protocol import STATUSES
+from dlbs.results.protocol import STATUSES, outcome_values
 from dlbs.results.schema import dumps
+from dlbs.results.view_codes import ENV_PREFIX
 from dlbs.util import exact_json
 
 # What `latest_status` says about an attempt that began and never ended.
@@ -94,19 +95,32 @@ class Attempt:
 
         The stored status wins over a `results.status` the backend printed (the engine
         may have judged a timeout); an attempt that never ended reads as `started`. The
-        summary's statistics win over the backend's values of the same keys.
+        summary's statistics win over the backend's values of the same keys; of the results,
+        only results and the keys a backend owns are read (`protocol.outcome_values`), so a
+        stored `exp.model` never replaces the planned one.
         """
         experiment = dict(self.params)
-        experiment.update(self.results)
+        experiment.update(outcome_values(self.results))
         return flatten(experiment, self.summary, self.exp_id, self.attempt, self.status,
-                       self.status_msg, self.log_path, self.started_at, self.ended_at)
+                       self.status_msg, self.log_path, self.started_at, self.ended_at,
+                       self.environment)
 
 
 def flatten(experiment: dict[str, Any], summary: Mapping[str, Any], exp_id: str,
             attempt: int, status: str | None, status_msg: str | None, log_path: str | None,
-            started_at: str | None, ended_at: str | None) -> dict[str, Any]:
-    """`experiment` (parameters and results) completed as `Attempt.as_experiment` says."""
-    experiment.update(summary)
+            started_at: str | None, ended_at: str | None,
+            environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`experiment` (parameters and results) completed as `Attempt.as_experiment` says.
+
+    The one function that makes a stored attempt's flat experiment, for `dlbs parse`, the
+    reports' records and `dlbs serve`: its parameters, its summary (the statistics, the
+    monitor's summaries, the energy; only results, `protocol.outcome_values`, stand beside
+    the parameters), its environment as `env.<name>` keys (what reports show of it), and
+    the attempt's own columns.
+    """
+    experiment.update(outcome_values(summary))
+    for name, value in (environment or {}).items():
+        experiment[ENV_PREFIX + str(name)] = value
     experiment["exp.id"] = exp_id
     experiment["results.status"] = status or STARTED
     if status_msg is not None:

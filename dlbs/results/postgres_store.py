@@ -36,9 +36,8 @@ from dlbs.results.sql_session import POSTGRESQL, Session
 from dlbs.results.store_reads import StoreReads
 from dlbs.results.store_writes import StoreWrites
 from dlbs.util import exact_json
-from dlbs.util.credentials import passwords
+from dlbs.util.credentials import canonical_url, is_database_url, passwords
 
-URL_SCHEMES = ("postgresql://", "postgres://")
 # Advisory lock keys: one bigint for the writers' turn; (RUN_LOCK_CLASS, hash of a scope)
 # for the runs' locks (the two forms never collide in PostgreSQL's lock table).
 WRITE_LOCK = 0x646C6273_0001
@@ -47,8 +46,8 @@ _CONNECT_TIMEOUT_S = 15
 
 
 def is_postgres_url(location: str) -> bool:
-    """Whether `location` names a PostgreSQL database."""
-    return location.startswith(URL_SCHEMES)
+    """Whether `location` names a PostgreSQL database (its scheme in any case)."""
+    return is_database_url(location)
 
 
 def display(url: str) -> str:
@@ -56,7 +55,7 @@ def display(url: str) -> str:
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        parts = conninfo_to_dict(url)
+        parts = conninfo_to_dict(canonical_url(url))
     except Exception:  # noqa: BLE001 - psycopg missing, or a URL it cannot read: say little
         return "postgresql://(a URL that cannot be read)"
     user = parts.pop("user", None)
@@ -90,7 +89,7 @@ class PostgresStore(StoreWrites, StoreReads):
         self.read_only = read_only
         try:
             conn = psycopg.connect(
-                url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
+                canonical_url(url), autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
                 application_name=f"dlbs pid {os.getpid()} on {socket.gethostname()}"[:63],
                 keepalives=1, keepalives_idle=30, keepalives_interval=10, keepalives_count=3)
         except psycopg.Error as error:

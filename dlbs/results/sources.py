@@ -2,6 +2,12 @@
 
 Log files, log folders, results databases, and the JSON that `dlbs parse` writes.
 
+A folder is read as `dlbs run` left it: through the `results.db` of it and of each folder
+under it (every attempt with the environment it ran in, the monitor's summaries, the run's
+tag, host and folder, which logs do not carry), and then the logs none of those databases
+knows (`folder_inputs`): so `dlbs parse`, `dlbs report` and `dlbs results copy` of a folder
+read the same attempts, and a folder without a database is read from its logs.
+
 Each experiment comes back as a `Record` (columns.py) with the place it came from and a
 recency (when it ended), so that readers can keep the latest result of each `exp.id`;
 reports and comparisons read the same inputs as columns (`load_attempts`).
@@ -27,11 +33,19 @@ import orjson
 
 from dlbs.errors import ResultsError
 from dlbs.results import stats
+from dlbs.results.attempt_files import known_log_paths
 from dlbs.results.columns import Attempts, Part, Record, RecordsPart
 from dlbs.results.protocol import experiment_from_log, parse_log
 from dlbs.results.schema import epoch
-from dlbs.results.store import is_store, is_store_url, open_store, store_name
+from dlbs.results.store import (
+    is_store,
+    is_store_url,
+    open_store,
+    refuse_unsupported_url,
+    store_name,
+)
 from dlbs.results.summary import is_summary_value, summarize
+from dlbs.results.view_codes import ENV_PREFIX
 
 __all__ = ["Attempts", "Detail", "Loaded", "Record", "load_attempts", "load_experiments"]
 
@@ -55,6 +69,9 @@ class Loaded:
     # Lines longer than protocol.MAX_LINE_BYTES, passed over; last lines cut short.
     too_long_lines: int = 0
     cut_lines: int = 0
+    # Keys that benchmarks printed and that were not taken (protocol.backend_output), with
+    # the number of logs that printed each.
+    refused_keys: dict[str, int] = field(default_factory=dict)
 
     @property
     def experiments(self) -> list[dict[str, Any]]:
@@ -107,6 +124,8 @@ def load_experiments(paths: Sequence[str | os.PathLike[str]], detail: Detail = F
             _load_log(path, loaded, detail, recorded, named=kind == "log")
         elif kind == "database":
             _load_database(path, loaded, detail)
+        elif kind == FOLDER_DATABASE:   # every attempt, as the folder's logs were read
+            _load_database(path, loaded, Detail(detail.summaries, detail.samples, True))
         else:
             _load_json(path, loaded, detail)
     return loaded
@@ -139,7 +158,7 @@ def load_attempts(paths: Sequence[str | os.PathLike[str]], *,
             _load_log(path, pending, detail, recorded, named=kind == "log")
         elif kind == "json":
             _load_json(path, pending, detail)
-        else:
+        else:   # a database, named or of a folder
             flush()
             part = StorePart(path)
             parts.append(part)
@@ -149,21 +168,25 @@ def load_attempts(paths: Sequence[str | os.PathLike[str]], *,
 
 
 def _inputs(paths: Sequence[str | os.PathLike[str]]) -> Iterator[tuple[str, str]]:
-    """(kind, path) of each input file; folders give their logs.
+    """(kind, path) of each input file; folders give their databases and logs.
 
-    The kind is "database", "json", "log" (named), or "found log" (found in a folder).
+    The kind is "database", "json", "log" (named), or, of a folder (`folder_inputs`),
+    FOLDER_DATABASE and "found log".
     """
     for raw in paths:
         path = os.fspath(raw)
+        refuse_unsupported_url(path)
         if is_store_url(path):
             yield "database", path
         elif os.path.isdir(path):
-            logs = find_logs(path)
-            if not logs:
+            databases, logs = folder_inputs(path)
+            if not logs and not databases:
                 raise ResultsError(
                     f"no *{LOG_SUFFIX} files under {path}",
                     hint="name log files, folders that hold them, or a results database",
                 )
+            for database in databases:
+                yield FOLDER_DATABASE, database
             for log in logs:
                 yield "found log", log
         elif os.path.lexists(path) and not _is_regular(path):
@@ -189,7 +212,8 @@ def with_engine_values(values: dict[str, Any], detail: Detail) -> Record:
     """A record of one experiment's flat values (a log's, parse output's), the engine applied.
 
     With summaries, `results.*` number series are dropped (parameters are kept whole: a list
-    parameter can tell experiments apart).
+    parameter can tell experiments apart). `env.<name>` keys (parse output of a database's
+    attempts) are the record's environment, as a database's are.
     """
     computed = summarize(values, values)
     if detail.summaries:
@@ -200,7 +224,9 @@ def with_engine_values(values: dict[str, Any], detail: Detail) -> Record:
         experiment = dict(values)
         experiment.update(computed)
     samples = stats.finite_samples(values.get(stats.SAMPLES_KEY)) if detail.samples else None
-    return Record(experiment, "", 0.0, samples=samples)
+    environment = {key[len(ENV_PREFIX):]: value for key, value in values.items()
+                   if key.startswith(ENV_PREFIX)}
+    return Record(experiment, "", 0.0, environment, samples)
 
 
 def _load_log(path: str, loaded: Loaded, detail: Detail, recorded: RecordedStatuses,
@@ -220,6 +246,8 @@ def _load_log(path: str, loaded: Loaded, detail: Detail, recorded: RecordedStatu
         loaded.ignored_files.append(path)
         return
     experiment = experiment_from_log(parsed)
+    for key in parsed.output()[1]:
+        loaded.refused_keys[key] = loaded.refused_keys.get(key, 0) + 1
     recorded.apply(path, experiment)
     record = with_engine_values(experiment, detail)
     recency = _ended(record.experiment)
@@ -230,8 +258,39 @@ def _load_log(path: str, loaded: Loaded, detail: Detail, recorded: RecordedStatu
 
 #: The kinds of `_inputs` that are logs: named, or found in a folder.
 LOG_KINDS = ("log", "found log")
+#: The kind of `_inputs` of a database found in a folder.
+FOLDER_DATABASE = "folder database"
 #: The results database that `dlbs run` keeps beside its logs (`exp.log_dir`).
 DATABASE_NAME = "results.db"
+
+
+def folder_databases(folder: str) -> list[str]:
+    """The `results.db` of `folder` and of every folder under it, in a stable order."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        if DATABASE_NAME in files and is_store(os.path.join(root, DATABASE_NAME)):
+            found.append(os.path.join(root, DATABASE_NAME))
+    return found
+
+
+def folder_inputs(folder: str) -> tuple[list[str], list[str]]:
+    """(the databases, the logs none of them knows) of a folder, as the module says.
+
+    The databases are the `results.db` of `folder` and of every folder under it that is an
+    SQLite database, in a stable order; the logs, the regular `*.log` files under it whose
+    path no database's row names (attempt_files.known_log_paths).
+    """
+    databases = folder_databases(folder)
+    known: set[str] = set()
+    for database in databases:
+        with open_store(database, read_only=True) as store:
+            rows = store.query("read attempts", "SELECT log_path, run_folder FROM attempts "
+                                                "WHERE log_path IS NOT NULL")
+        known.update(known_log_paths(rows, os.path.dirname(database)))
+    logs = [log for log in find_logs(folder)
+            if os.path.normpath(os.path.abspath(log)) not in known]
+    return databases, logs
 
 
 class RecordedStatuses:
@@ -284,8 +343,11 @@ def _load_database(location: str, loaded: Loaded, detail: Detail) -> None:
     path = store_name(location)   # a URL without its password: where the records came from
     with open_store(location, read_only=True) as store:
         if not detail.summaries:
-            for experiment in store.experiments():
-                loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0))
+            for attempt in (store.attempts() if detail.all_attempts else
+                            store.attempts(latest_only=True)):
+                experiment = attempt.as_experiment()
+                loaded.records.append(Record(experiment, path, _ended(experiment) or 0.0,
+                                             attempt.environment))
             return
         for stored in store.summaries(latest_only=not detail.all_attempts,
                                       with_samples=detail.samples):

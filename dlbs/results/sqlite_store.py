@@ -25,6 +25,7 @@ from dlbs.results.store_reads import StoreReads
 from dlbs.results.store_writes import StoreWrites
 from dlbs.util import exact_json
 from dlbs.util.file_lock import FileLock, kind_of
+from dlbs.util.regular_files import head
 
 _BUSY_TIMEOUT_S = 30.0
 #: The lock file of a database `<folder>/<name>`: `<folder>/.<name>` + this.
@@ -33,10 +34,12 @@ _HEADER = b"SQLite format 3\x00"
 
 
 def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` starts with SQLite's file header (databases, not logs)."""
+    """Whether `path` is a regular file that starts with SQLite's header (databases, not logs).
+
+    A FIFO or a device is no database, and is never opened to wait on (regular_files.head).
+    """
     try:
-        with open(path, "rb") as stream:
-            return stream.read(16) == _HEADER
+        return head(path, len(_HEADER)) == _HEADER
     except (OSError, ValueError):
         return False
 

@@ -22,12 +22,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dlbs.errors import ResultsError
 from dlbs.results.attempt import STARTED, Attempt, NoStore, ReportColumns, StoredSummary
 from dlbs.results.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "STARTED", "Attempt", "NoStore", "ReportColumns", "ResultsStore",
            "StoredSummary", "is_store", "is_store_url", "open_existing_store", "open_store",
-           "store_name"]
+           "refuse_unsupported_url", "store_name"]
 
 # (run_tag, run_host, run_folder) of the `dlbs run` that records an attempt.
 RunFields = tuple[str | None, str | None, str | None]
@@ -109,10 +110,24 @@ class ResultsStore(Protocol):
 
 
 def is_store_url(location: str | os.PathLike[str]) -> bool:
-    """Whether `location` is a database URL (not a path)."""
+    """Whether `location` is a database URL (not a path); its scheme in any case."""
     from dlbs.results.postgres_store import is_postgres_url
 
     return isinstance(location, str) and is_postgres_url(location)
+
+
+def refuse_unsupported_url(location: str | os.PathLike[str]) -> None:
+    """Refuse a location that is a URL of no store dlbs opens (`mysql://u:pw@host/db`).
+
+    Taken as an SQLite path it would make folders named after it and put its password in
+    them; the message shows it without the password (docs/security.md, "Credentials").
+    """
+    from dlbs.util.credentials import looks_like_url, without_password
+
+    if looks_like_url(location) and not is_store_url(location):
+        raise ResultsError(
+            f"{without_password(str(location))} is a URL of no results store dlbs opens",
+            hint="a results store is an SQLite file (a path) or a postgresql:// URL")
 
 
 def is_store(location: str | os.PathLike[str]) -> bool:
@@ -137,8 +152,10 @@ def open_store(location: str | os.PathLike[str], *, create: bool = True,
 
     `create`: make it (and an SQLite file's folder) when it does not exist; `read_only`:
     a reader, which never writes (an SQLite file is opened read-only; a PostgreSQL session
-    is read-only), except to migrate an older schema where it may.
+    is read-only), except to migrate an older schema where it may. A URL of another scheme
+    is refused (`refuse_unsupported_url`).
     """
+    refuse_unsupported_url(location)
     if is_store_url(location):
         from dlbs.results.postgres_store import PostgresStore
 

@@ -21,13 +21,15 @@ from dlbs.results.attempt import (
     ReportColumns,
     StoredSummary,
     flatten,
-    loads,
 )
+from dlbs.results.row_shape import checked_row
 from dlbs.results.store_base import SqlStore
 from dlbs.util.gc import no_cyclic_gc
 
-_COLUMNS = ("exp_id, attempt, status, status_msg, params, results, log_path, environment, "
-            "job_id, started_at, ended_at, summary, run_tag, run_host, run_folder")
+_COLUMN_NAMES = ("exp_id", "attempt", "status", "status_msg", "params", "results", "log_path",
+                 "environment", "job_id", "started_at", "ended_at", "summary", "run_tag",
+                 "run_host", "run_folder")
+_COLUMNS = ", ".join(_COLUMN_NAMES)
 # The attempts' own columns that the columnar reader reads alone, when a report asks.
 _TEXT_COLUMNS = ("status_msg", "log_path", "started_at", "ended_at", "stats_warnings",
                  "run_tag", "run_host", "run_folder")
@@ -111,7 +113,7 @@ class StoreReads(SqlStore):
             if not rows:
                 return
             for row in rows:
-                yield _attempt_from_row(row[1:])
+                yield self._attempt_from_row(row[1:])
             last = rows[-1][0]
 
     def runs(self) -> list[tuple[Any, ...]]:
@@ -138,8 +140,12 @@ class StoreReads(SqlStore):
 
     def attempt_keys(self) -> list[tuple[int, str, int, str]]:
         """(rowid, exp_id, attempt, started_at) of every attempt (what copying compares)."""
-        return [tuple(row) for row in self._read(  # type: ignore[misc]
-            "read attempts", "SELECT rowid, exp_id, attempt, started_at FROM attempts")]
+        rows = self._read("read attempts",
+                          "SELECT rowid, exp_id, attempt, started_at FROM attempts")
+        for _, exp_id, attempt, started_at in rows:
+            checked_row(self.location, {"exp_id": exp_id, "attempt": attempt,
+                                        "started_at": started_at})
+        return [tuple(row) for row in rows]
 
     def experiments(self) -> Iterator[dict[str, Any]]:
         """The newest attempt of every experiment as a flat dict (see Attempt.as_experiment)."""
@@ -174,11 +180,17 @@ class StoreReads(SqlStore):
         with no_cyclic_gc():
             for (exp_id, attempt, status, status_msg, params, log_path, environment_text,
                  started_at, ended_at, summary, blob, rowid) in rows:
+                row = checked_row(self.location, {
+                    "exp_id": exp_id, "attempt": attempt, "status": status,
+                    "status_msg": status_msg, "log_path": log_path, "started_at": started_at,
+                    "ended_at": ended_at, "params": params, "summary": summary})
                 environment = environments.get(environment_text)
                 if environment is None:
-                    environment = environments[environment_text] = loads(environment_text)
-                experiment = flatten(loads(params), loads(summary), exp_id, attempt, status,
-                                     status_msg, log_path, started_at, ended_at)
+                    environment = environments[environment_text] = checked_row(
+                        self.location, {"exp_id": exp_id, "attempt": attempt,
+                                        "environment": environment_text})["environment"]
+                experiment = flatten(row["params"], row["summary"], exp_id, attempt, status,
+                                     status_msg, log_path, started_at, ended_at, environment)
                 found.append(StoredSummary(experiment, environment,
                                            stats.unpack_samples(_bytes(blob)), started_at,
                                            ended_at, rowid))
@@ -229,10 +241,14 @@ class StoreReads(SqlStore):
     def log_statuses(self) -> dict[str, tuple[str, str, str | None]]:
         """Log file name -> (exp_id, status, status message) of every attempt that ended."""
         rows = self.query("read attempts",
-                          "SELECT log_path, exp_id, status, status_msg FROM attempts "
+                          "SELECT log_path, exp_id, status, status_msg, attempt FROM attempts "
                           "WHERE status IS NOT NULL AND log_path IS NOT NULL")
+        for log_path, exp_id, status, message, attempt in rows:
+            checked_row(self.location, {"log_path": log_path, "exp_id": exp_id,
+                                        "status": status, "status_msg": message,
+                                        "attempt": attempt})
         return {os.path.basename(log_path): (exp_id, status, message)
-                for log_path, exp_id, status, message in rows}
+                for log_path, exp_id, status, message, _ in rows}
 
     def text_column(self, name: str) -> list[tuple[int, Any]]:
         """(rowid, value) of one of the attempts' own columns, for every attempt."""
@@ -269,16 +285,11 @@ class StoreReads(SqlStore):
     ) -> list[Attempt]:
         rows = self._read("read attempts", f"SELECT {_COLUMNS} FROM {table} {where}",
                           parameters)
-        return [_attempt_from_row(row) for row in rows]
+        return [self._attempt_from_row(row) for row in rows]
 
-
-def _attempt_from_row(row: Sequence[Any]) -> Attempt:
-    return Attempt(
-        exp_id=row[0], attempt=row[1], status=row[2], status_msg=row[3],
-        params=loads(row[4]), results=loads(row[5]), log_path=row[6],
-        environment=loads(row[7]), job_id=row[8], started_at=row[9], ended_at=row[10],
-        summary=loads(row[11]), run_tag=row[12], run_host=row[13], run_folder=row[14],
-    )
+    def _attempt_from_row(self, row: Sequence[Any]) -> Attempt:
+        """An Attempt of a row of _COLUMNS, its shape checked (row_shape.py)."""
+        return Attempt(**checked_row(self.location, dict(zip(_COLUMN_NAMES, row))))
 
 
 def _bytes(blob: Any) -> Any:

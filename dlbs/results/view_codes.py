@@ -1,9 +1,10 @@
 """An attempt's view as integer codes, computed when it is stored, so reports group integers.
 
 An attempt's *view* is what reports group, filter and show besides its numbers: its
-parameters, the keys outside `results.` that its results add or replace (`exp.framework_ver`,
-`exp.model_title`; they win, as when the attempt is read as a flat experiment), `exp.id`, and
-its environment as `env.<name>` keys.
+parameters, the keys outside `results.` that a backend owns and its results add or replace
+(`exp.framework_ver`, `exp.model_title`; they win, as when the attempt is read as a flat
+experiment; no other key of the results replaces a parameter), `exp.id`, and its environment
+as `env.<name>` keys.
 
 The store numbers each key once (table `param_keys`) and each value of a key once (table
 `param_values`: the value as canonical JSON, numbered per key from 2; 0 means "the key is
@@ -22,6 +23,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+from dlbs.results.protocol import BACKEND_KEYS
 from dlbs.results.sql_session import Session
 from dlbs.util import exact_json
 
@@ -47,8 +49,7 @@ def view_of(params: Mapping[str, Any], summary: Mapping[str, Any] | None,
     """The view of an attempt (see the module)."""
     view = {key: value for key, value in params.items() if not key.startswith(ENV_PREFIX)}
     if summary:
-        view.update((key, value) for key, value in summary.items()
-                    if not key.startswith((RESULTS_PREFIX, ENV_PREFIX)))
+        view.update((key, value) for key, value in summary.items() if key in BACKEND_KEYS)
     view["exp.id"] = exp_id
     for name, value in (environment or {}).items():
         view[ENV_PREFIX + str(name)] = value

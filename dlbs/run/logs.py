@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from dlbs import __version__
-from dlbs.results.protocol import protocol_line
+from dlbs.config.limits import MAX_LINE_BYTES
+from dlbs.results.protocol import HEADER_END, VERDICT_KEY, may_be_cut, protocol_line
 from dlbs.traces.reader import TraceError, TraceFile
 
 #: How many taken names `create_log` passes over before it gives up.
@@ -134,11 +135,61 @@ def append_to_log(log_path: str) -> BinaryIO:
         raise
 
 
+#: Bytes of a log's end read to see how its last line ended (a longer line is passed over by
+#: its readers anyway).
+_TAIL_BYTES = MAX_LINE_BYTES + 1
+#: What ends a last line that may have been cut, before the verdict: its value is then no
+#: JSON, as a reader would have judged it had nothing followed (protocol.may_be_cut).
+CUT_MARK = b" (cut short: the run ended while this line was printed)\n"
+
+
+def append_verdict(log_path: str, verdict: Mapping[str, Any]) -> bool:
+    """Append dlbs's verdict on an attempt to its log; whether it could (best effort).
+
+    `verdict` holds `attempt`, `status`, `message` and, where the store has them,
+    `started_at` and `ended_at` as it recorded them (docs/backends/protocol.md section 7),
+    so that a copy of the log alone keeps the attempt's outcome and is known for the same
+    attempt. A last line without its line ending is ended first; one that may have been cut
+    is marked so that it stays unread.
+    """
+    try:
+        ending = _ending(log_path)
+        with append_to_log(log_path) as log:
+            log.write(ending + (protocol_line(VERDICT_KEY, dict(verdict)) + "\n").encode())
+        return True
+    except OSError:
+        return False
+
+
+def _ending(log_path: str) -> bytes:
+    """What to write before a new line at the end of the log (nothing, a newline, CUT_MARK)."""
+    fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b""
+        start = max(0, size - _TAIL_BYTES)
+        tail = os.pread(fd, size - start, start)
+    finally:
+        os.close(fd)
+    if tail.endswith(b"\n"):
+        return b""
+    newline = tail.rfind(b"\n")
+    if newline < 0 and start > 0:
+        return b"\n"   # longer than any line a reader reads: passed over either way
+    return CUT_MARK if may_be_cut(tail[newline + 1:]) else b"\n"
+
+
 def write_header(log: BinaryIO, experiment: Mapping[str, Any], attempt: int) -> None:
-    """Every resolved parameter as `__name__=json`, so the log alone describes the run."""
+    """Every resolved parameter as `__name__=json`, so the log alone describes the run.
+
+    The header ends with its own line (protocol.HEADER_END): what follows is the run's
+    output, which may not override what the header holds (docs/backends/protocol.md 7).
+    """
     started = datetime.now(UTC).isoformat(timespec="seconds")
     lines = [f"# dlbs {__version__}: experiment {experiment.get('exp.id')}, attempt {attempt}, "
              f"started {started}"]
     lines += [protocol_line(key, value) for key, value in experiment.items()]
+    lines.append(HEADER_END)
     log.write(("\n".join(lines) + "\n").encode())
     log.flush()

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dlbs.recipes import Invocation
-from dlbs.results.protocol import parse_log
+from dlbs.results.attempt import utc_now
+from dlbs.results.protocol import parse_log, refused_note
 from dlbs.results.store import ResultsStore, open_existing_store, open_store
 from dlbs.run import marks, oom_limits, policy
 from dlbs.run.environment import collect_environment
@@ -29,7 +30,7 @@ from dlbs.run.job_results import (
     split_node_values,
 )
 from dlbs.run.judge import Verdict, judge
-from dlbs.run.logs import create_log, write_header
+from dlbs.run.logs import append_verdict, create_log, write_header
 from dlbs.run.outcome import Outcome
 from dlbs.run.targets import ProcessTarget, SchedulerTarget, Target
 
@@ -91,6 +92,8 @@ class Attempt:
     started_epoch: float = 0.0
     #: What a later run needs to stop it if dlbs dies (local and container attempts).
     mark: dict[str, Any] | None = None
+    #: When the store recorded its start (its `started_at`), for the log's verdict.
+    started_at: str | None = None
 
     @property
     def exp_id(self) -> str:
@@ -129,6 +132,8 @@ class Recorder:
     summary: Summary = field(default_factory=Summary)
     _stores: dict[str, ResultsStore] = field(default_factory=dict)
     _environment: dict[str, Any] | None = None
+    #: Keys of benchmarks' output already warned about (refused_output).
+    _refused_keys: set[str] = field(default_factory=set)
     #: A store's URL by the name the experiments give it (its URL without a password).
     locations: dict[str, str] = field(default_factory=dict)
 
@@ -193,12 +198,15 @@ class Recorder:
             else None
         # The number is taken in the write itself: on a shared store another run may have
         # started this experiment meanwhile (the log keeps the number it was made with).
-        number = store.record_start(exp_id, None, experiment, log_path=log_path,
+        started_at = utc_now()
+        # The store keeps where the log is from anywhere (a reader may run in another folder).
+        number = store.record_start(exp_id, None, experiment, log_path=os.path.abspath(log_path),
                                     environment=self.environment(),
                                     job_id=marks.encode(mark) if mark else None,
-                                    run=run_fields(experiment))
+                                    started_at=started_at, run=run_fields(experiment))
         self.reporter.started(experiment, log_path)
-        return Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark)
+        return Attempt(job, store, number, log_path, time.monotonic(), time.time(), mark,
+                       started_at)
 
     def _unstarted(self, job: Job, store: ResultsStore, number: int, log_path: str | None,
                    error: OSError) -> None:
@@ -207,7 +215,8 @@ class Recorder:
         where = log_path or str(experiment["exp.log_file"])
         reason = f"could not start: cannot write its log {where}: {error.strerror or error}"
         store.record_attempt(experiment["exp.id"], None, experiment, "failure",
-                             status_msg=reason, log_path=log_path,
+                             status_msg=reason,
+                             log_path=os.path.abspath(log_path) if log_path else None,
                              environment=self.environment(), run=run_fields(experiment))
         self.summary.add("failure")
         self.summary.failures.append((experiment, "failure", reason, log_path))
@@ -255,9 +264,9 @@ class Recorder:
         verdict.results.update(nodes_usage)
         if nodes_environment is not None:
             environment = nodes_environment
-        attempt.store.record_end(attempt.exp_id, attempt.number, verdict.status,
-                                 status_msg=verdict.message, results=verdict.results,
-                                 environment=environment)
+        self.end(attempt.store, attempt.exp_id, attempt.number, attempt.log_path,
+                 attempt.started_at, verdict.status, verdict.message, verdict.results,
+                 environment)
         size = policy.replica_size(experiment)
         if verdict.out_of_memory and size is not None:
             oom_limits.record_oom(attempt.store, policy.oom_key(experiment), size,
@@ -272,9 +281,36 @@ class Recorder:
             self.summary.interrupted = True
         return verdict
 
+    def end(self, store: ResultsStore, exp_id: str, number: int, log_path: str | None,
+            started_at: str | None, status: str, message: str | None,
+            results: Mapping[str, Any] | None = None,
+            environment: Mapping[str, Any] | None = None) -> None:
+        """Record an attempt's end: the verdict in its log first, then in its store.
+
+        The log's verdict (logs.append_verdict) keeps the outcome with the log, for `dlbs
+        parse` and `results copy` of the folder (a timeout, a signal): written first, so that
+        a store that fails now still leaves it; a verdict that the store then lacks is
+        replaced by the next run's ("interrupted", appended after it: the last one counts).
+        """
+        ended_at = utc_now()
+        if log_path:
+            append_verdict(log_path, {"attempt": number, "status": status, "message": message,
+                                      "started_at": started_at, "ended_at": ended_at})
+        store.record_end(exp_id, number, status, status_msg=message, results=results,
+                         ended_at=ended_at, environment=environment)
+
+    def refused_output(self, experiment: Mapping[str, Any], keys: Sequence[str]) -> None:
+        """Warn, once per key in a sweep, of keys a benchmark printed that were not taken."""
+        new = [key for key in keys if key not in self._refused_keys]
+        if not new:
+            return
+        self._refused_keys.update(new)
+        self.reporter.note(f"warning: experiment {experiment.get('exp.id')}: {refused_note(new)}")
+
     def finish_skipped(self, attempt: Attempt, reason: str) -> None:
         """An attempt whose queued job was cancelled by the policy: recorded as skipped."""
-        attempt.store.record_end(attempt.exp_id, attempt.number, "skipped", status_msg=reason)
+        self.end(attempt.store, attempt.exp_id, attempt.number, attempt.log_path,
+                 attempt.started_at, "skipped", reason)
         self.summary.add("skipped")
         self.reporter.finished(attempt.job.experiment, "skipped", reason, attempt.log_path,
                                time.monotonic() - attempt.begin)
@@ -283,12 +319,13 @@ class Recorder:
                  ) -> tuple[Verdict, dict[str, Any] | None, dict[str, Any]]:
         """The verdict, and what the nodes of a scheduler's job said (environment, usage)."""
         try:
-            printed = parse_log(attempt.log_path).values
+            printed = parse_log(attempt.log_path).printed   # what ran printed, not the header
         except Exception as error:  # noqa: BLE001 - a log we cannot read is the attempt's
             printed = {}
             outcome = Outcome("failure", f"cannot read the log: {error}")
         printed, environments, monitors = split_node_values(printed)
-        verdict = judge(outcome, printed, attempt.job.experiment)
+        verdict = judge(outcome, printed, attempt.job.experiment, os.getcwd())
+        self.refused_output(attempt.job.experiment, verdict.refused)
         if verdict.status == "failure" and "results.status_msg" not in printed:
             last = _last_output_line(attempt.log_path)
             if last:

@@ -20,6 +20,7 @@ could not see, and stops this one before it touches anything):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -66,8 +67,7 @@ class EarlierRuns:
                     continue
                 target = self._scheduler(stored)
                 if target is None:
-                    store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                                     status_msg=INTERRUPTED_MESSAGE)
+                    self._end(store, stored, "interrupted", INTERRUPTED_MESSAGE)
                     continue
                 adopted = self._adopted(target, stored, experiment, store)
                 if adopted is None:
@@ -77,12 +77,17 @@ class EarlierRuns:
                                    f"experiment {stored.exp_id}")
                 job = Job(experiment, target, reattach_invocation(experiment))
                 reattached.append((Attempt(job, store, stored.attempt, str(stored.log_path),
-                                           time.monotonic(), _epoch(stored.started_at)),
-                                   job_id))
+                                           time.monotonic(), _epoch(stored.started_at),
+                                           started_at=stored.started_at), job_id))
             for stored in store.unfinished():
-                store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                                 status_msg=INTERRUPTED_MESSAGE)
+                self._end(store, stored, "interrupted", INTERRUPTED_MESSAGE)
         return reattached
+
+    def _end(self, store: ResultsStore, stored: Any, status: str, message: str | None,
+             results: dict[str, Any] | None = None) -> None:
+        """Close an open attempt of an earlier run: its store and its log (Recorder.end)."""
+        self.recorder.end(store, stored.exp_id, stored.attempt, stored.log_path,
+                          stored.started_at, status, message, results)
 
     def _adopted(self, target: SchedulerTarget, stored: Any, experiment: Experiment,
                  store: ResultsStore) -> str | None:
@@ -114,8 +119,8 @@ class EarlierRuns:
         what = f"{target.job_word} {job_id[:60] if job_id.isprintable() else repr(job_id[:60])}"
         self.reporter.note(f"not re-attaching to {what} of experiment {stored.exp_id}: {why}; "
                            "the attempt is closed, and the job left alone")
-        store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                         status_msg=f"{INTERRUPTED_MESSAGE}; not re-attached to {what}: {why}")
+        self._end(store, stored, "interrupted",
+                  f"{INTERRUPTED_MESSAGE}; not re-attached to {what}: {why}")
         return None
 
     def _scheduler(self, stored: Any) -> SchedulerTarget | None:
@@ -146,7 +151,7 @@ class EarlierRuns:
             self.reporter.note(f"stopped {listed}, left running by a dlbs run that died "
                                f"({what})")
             message += f"; the next dlbs run stopped what it left running: {listed}"
-        store.record_end(stored.exp_id, stored.attempt, "interrupted", status_msg=message)
+        self._end(store, stored, "interrupted", message)
 
     def _find_lost_submission(self, target: SchedulerTarget, stored: Any,
                               experiment: Experiment, store: ResultsStore, name: str,
@@ -164,21 +169,22 @@ class EarlierRuns:
         log_path = str(stored.log_path)
         absorb_node_files(log_path)
         try:
-            printed = parse_log(log_path).values
+            printed = parse_log(log_path).printed   # what ran printed, not the header
         except Exception:  # noqa: BLE001 - no log: nothing ran
             printed = {}
         if "results.status" in printed or "results.time" in printed:
             # The scheduler forgot the job, but it ran: its log holds what the backend printed.
             printed, _, _ = split_node_values(printed)
             verdict = judge(Outcome("ok", f"{target.display_name} no longer knows the job; "
-                                          "judged by its log"), printed, experiment)
-            store.record_end(stored.exp_id, stored.attempt, verdict.status,
-                             status_msg=verdict.message, results=verdict.results)
+                                          "judged by its log"), printed, experiment,
+                            os.getcwd())
+            self.recorder.refused_output(experiment, verdict.refused)
+            self._end(store, stored, verdict.status, verdict.message, verdict.results)
             self.recorder.summary.add(verdict.status)
             return ""
-        store.record_end(stored.exp_id, stored.attempt, "interrupted",
-                         status_msg=f"dlbs stopped while submitting this attempt's job; "
-                                    f"{target.display_name} does not know it")
+        self._end(store, stored, "interrupted", f"dlbs stopped while submitting this "
+                                               f"attempt's job; {target.display_name} does "
+                                               "not know it")
         return ""
 
 

@@ -7,7 +7,8 @@
 - A results database (SQLite) needs the experiment's id (`--id`), unless one experiment
   alone has a trace; its newest attempt that wrote a trace gives `results.trace_file`.
 - Anything else is read as a log: its `results.trace_file` line, which the backend prints
-  once it has written the trace.
+  once it has written the trace (in a log of dlbs, only when it names the planned trace:
+  results.protocol.backend_output).
 A relative path in a log or a database is found from the current folder first, then from the
 folder of the log or database.
 """
@@ -19,8 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlbs.results.protocol import parse_log
-from dlbs.results.store import is_store, is_store_url, open_store, store_name
+from dlbs.results.store import (
+    is_store,
+    is_store_url,
+    open_store,
+    refuse_unsupported_url,
+    store_name,
+)
 from dlbs.traces.reader import GZIP_MAGIC, TraceError
+from dlbs.util.regular_files import head, special_kind
 
 TRACE_KEY = "results.trace_file"
 #: The names of trace files that a folder is searched for (exp.trace_file's default suffix).
@@ -44,6 +52,7 @@ class Located:
 
 def locate(source: str, exp_id: str | None = None) -> Located:
     """The trace that `source` (and, for a database, `exp_id`) names."""
+    refuse_special(source)
     if is_store_url(source):
         return _from_database(source, exp_id)
     if not os.path.exists(source):
@@ -68,6 +77,15 @@ def locate(source: str, exp_id: str | None = None) -> Located:
     if _looks_like_trace(source):
         return Located(source, source)
     return _from_log(source)
+
+
+def refuse_special(source: str) -> None:
+    """Refuse at once a URL of no store, a FIFO (waited on for ever) or a device (no end)."""
+    refuse_unsupported_url(source)
+    kind = None if is_store_url(source) else special_kind(source)
+    if kind is not None:
+        raise TraceError(f"cannot read {source}: it is {kind}, not a regular file",
+                         hint="name a trace, a log, a results database or a folder")
 
 
 def database_in(folder: str) -> str | None:
@@ -95,15 +113,15 @@ def traces_in(folder: str) -> list[str]:
 
 def _looks_like_trace(path: str) -> bool:
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(4096)
+        start = head(path, 4096)
     except OSError as error:
-        raise TraceError(f"cannot read {path}: {error.strerror}") from None
-    return head.startswith(GZIP_MAGIC) or head.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
+        raise TraceError(f"cannot read {path}: {error.strerror or error}") from None
+    return start.startswith(GZIP_MAGIC) or start.lstrip(b" \t\r\n")[:1] in (b"{", b"[")
 
 
 def _from_log(path: str) -> Located:
-    values = parse_log(path).values
+    parsed = parse_log(path)
+    values = {**(parsed.header or {}), **parsed.output()[0]}   # a trace elsewhere is no trace
     trace = values.get(TRACE_KEY)
     if not isinstance(trace, str) or not trace:
         level = values.get("exp.trace_level")

@@ -11,7 +11,15 @@ dlbs shows or keeps goes through this module (docs/security.md, "Credentials"):
 - `ExperimentMask`: an experiment's values, as the planner made them, with the password of
   its `runtime.results_db` left out of each value that holds it (a value may interpolate
   the URL); an experiment without one is passed through untouched, at the cost of one
-  lookup, so plans of a million experiments do not pay for the rule.
+  lookup, so plans of a million experiments do not pay for the rule;
+- `benchmark_environment()`: the environment a benchmark inherits from dlbs, without the
+  store's credentials (libpq's password variables, and any URL's password in a value): a
+  backend runs a user's model code, which has no business with the results store.
+
+Schemes are read in any case (`Postgresql://`, `POSTGRES://` are PostgreSQL's, and
+`canonical_url` spells them as libpq reads them), and a password is left out of a URL of any
+scheme (`mysql://u:pw@host/db`): such a URL is not a store dlbs opens, and what refuses it
+must not show it either (`looks_like_url`).
 
 The URL is cut as libpq reads it: the user part ends at its first `@`, unless a `/` after
 a valid host list comes first (then the `@` is in the database name); the password is what
@@ -27,28 +35,45 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+#: The schemes of the database URLs dlbs opens (PostgreSQL's), in libpq's spelling.
 SCHEMES = ("postgresql://", "postgres://")
 RESULTS_DB = "runtime.results_db"
 # The patterns are compiled when first used (`re` keeps them): most processes never meet a
 # database URL, and compiling them cost every command about 2 million instructions.
-# Any scheme spelling, for texts: a message about a mistyped URL must not show it either.
+# PostgreSQL's schemes in any case; any URL's scheme (RFC 3986), for passwords and texts: a
+# message about a mistyped URL must not show its password either.
 _SCHEME = r"(?i)postgres(?:ql)?://"
+_ANY_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 # Where a URL ends inside a text (a message quotes it, or a blank follows it).
 _TEXT_END = r"[\s'\"<>]"
 # A libpq host list: host[:port][,host[:port]...], a host an IPv6 literal in brackets.
 _HOSTS = (r"(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?"
           r"(?:,(?:\[[^\]/@]*\]|[^:/,@\[\]?]*)(?::\d*)?)*")
 _PASSWORD_KEY = "password"
+#: libpq's variables that hold a password or name where passwords are kept: what dlbs reads
+#: to reach the store, and what no benchmark inherits (docs/security.md, "Credentials").
+CREDENTIAL_VARIABLES = frozenset({"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSSLKEY"})
 
 
 def is_database_url(value: object) -> bool:
-    """Whether `value` is a database URL as `runtime.results_db` takes one."""
-    return isinstance(value, str) and value.startswith(SCHEMES)
+    """Whether `value` is a database URL as `runtime.results_db` takes one (any case)."""
+    return isinstance(value, str) and re.match(_SCHEME, value) is not None
+
+
+def looks_like_url(value: object) -> bool:
+    """Whether `value` starts with a URL's scheme (`scheme://`), supported or not."""
+    return isinstance(value, str) and re.match(_ANY_SCHEME, value) is not None
+
+
+def canonical_url(url: str) -> str:
+    """A database URL with its scheme in lower case, as libpq reads it (`POSTGRESQL://`)."""
+    match = re.match(_SCHEME, url)
+    return url if match is None else url[:match.end()].lower() + url[match.end():]
 
 
 def without_password(url: str) -> str:
     """`url` without its password (see the module); any other text is returned as it is."""
-    match = re.match(_SCHEME, url)
+    match = re.match(_ANY_SCHEME, url)
     if match is None:
         return url
     return url[:match.end()] + _stripped(url[match.end():])
@@ -56,7 +81,7 @@ def without_password(url: str) -> str:
 
 def passwords(url: str) -> list[str]:
     """The password texts of `url` as written and as libpq decodes them (none: [])."""
-    match = re.match(_SCHEME, url)
+    match = re.match(_ANY_SCHEME, url)
     if match is None:
         return []
     found = []
@@ -85,7 +110,7 @@ def mask_text(text: str) -> str:
         return text
     pieces = []
     done = 0
-    for match in re.finditer(_SCHEME, text):
+    for match in re.finditer(_ANY_SCHEME, text):
         if match.start() < done:
             continue
         end = re.compile(_TEXT_END).search(text, match.end())
@@ -100,12 +125,27 @@ def mask_text(text: str) -> str:
 def masked(value: Any) -> Any:
     """`value` (a document: dicts, lists, strings) with every URL's password left out."""
     if isinstance(value, str):
-        return without_password(value) if is_database_url(value) else mask_text(value)
+        return without_password(value) if looks_like_url(value) else mask_text(value)
     if isinstance(value, Mapping):
         return {key: masked(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [masked(item) for item in value]
     return value
+
+
+def benchmark_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`environ` (this process's by default) as a benchmark inherits it (see the module).
+
+    The variables of CREDENTIAL_VARIABLES are left out; a value that holds a database URL
+    with a password (`DATABASE_URL=postgresql://u:pw@...`) keeps the URL without it.
+    What a user sets for the benchmark on purpose (`runtime.env.*`, `-e` of docker_args)
+    is added after this, by the target, as given.
+    """
+    import os
+
+    source = os.environ if environ is None else environ
+    return {name: mask_text(value) if "://" in value else value
+            for name, value in source.items() if name.upper() not in CREDENTIAL_VARIABLES}
 
 
 class ExperimentMask:
@@ -118,7 +158,7 @@ class ExperimentMask:
     def __call__(self, experiment: dict[str, Any]) -> dict[str, Any]:
         """`experiment`, itself when its `runtime.results_db` holds no password."""
         url = experiment.get(RESULTS_DB)
-        secrets = passwords(url) if is_database_url(url) else []
+        secrets = passwords(url) if looks_like_url(url) else []
         if not secrets:
             return experiment
         self.found = True

@@ -58,5 +58,26 @@ def has_long_digits(text: str | bytes) -> bool:
 
 
 def loads(text: str | bytes) -> Any:
-    """The value of JSON text that `dumps` wrote, integers exact however large."""
-    return json.loads(text) if has_long_digits(text) else orjson.loads(text)
+    """The value of JSON text that `dumps` wrote, integers exact however large.
+
+    ValueError for text that is not JSON, or whose strings hold a lone surrogate (an escaped
+    half of a UTF-16 pair: no Unicode text, which orjson refuses too, and which no file,
+    terminal or database could take).
+    """
+    if not has_long_digits(text):
+        return orjson.loads(text)
+    return unicode_only(json.loads(text))
+
+
+def unicode_only(value: Any) -> Any:
+    """`value` as Python's json decoded it, unless a string of it holds a lone surrogate.
+
+    Raises ValueError then (see `loads`). One encoding of the whole value, in C.
+    """
+    try:
+        json.dumps(value, ensure_ascii=False, check_circular=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone surrogate (not Unicode text)") from None
+    except (TypeError, ValueError, RecursionError):
+        pass   # NaN and the like are fine; what could not be written is no surrogate
+    return value

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import stat
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -43,7 +42,9 @@ from dlbs.report.keys import title
 from dlbs.report.numbers import significant_all
 from dlbs.report.render import header_lines, layout
 from dlbs.report.select import Filter, as_text, matching
+from dlbs.results.attempt_files import NotShown, attempt_log, attempt_trace
 from dlbs.results.columns import Record
+from dlbs.results.store import is_store_url
 from dlbs.util.credentials import mask_text
 from dlbs.web import charts
 from dlbs.web.data import Busy, Reader, StoreData
@@ -87,6 +88,9 @@ def create_app(location: str, *, heavy: int | None = None,
     limits = {name: value for name, value in (("heavy", heavy), ("waiting", waiting))
               if value is not None}
     store = StoreData(location, **limits)
+    # Where an SQLite store's run folders may be now: a folder copied with its logs.
+    store_folder = None if is_store_url(location) else \
+        os.path.dirname(os.path.abspath(location))
     templates = Environment(loader=PackageLoader("dlbs.web", "templates"),
                             autoescape=select_autoescape(("html", "j2")),
                             trim_blocks=True, lstrip_blocks=True)
@@ -261,7 +265,8 @@ def create_app(location: str, *, heavy: int | None = None,
         listed = attempts[-PAGE_SIZE:]
         return page("experiment.html.j2", heading=f"Experiment {exp_id}",
                     attempts=listed, earlier=len(attempts) - len(listed), shown=shown,
-                    traces=_traces(attempts), **_experiment_details(shown))
+                    traces=_traces(attempts, store_folder),
+                    **_experiment_details(shown, store_folder))
 
     routes = [Route("/", handler(runs)), Route("/experiments", handler(experiments)),
               Route("/report", handler(report, heavy=True)),
@@ -540,7 +545,7 @@ def _compare_page(request: Request, data: Reader) -> dict[str, Any]:
 
 # -- an experiment ---------------------------------------------------------------------------
 
-def _experiment_details(shown: Any) -> dict[str, Any]:
+def _experiment_details(shown: Any, store_folder: str | None = None) -> dict[str, Any]:
     """One attempt's results, monitor chart and log, for its experiment's page."""
     from markupsafe import Markup
 
@@ -561,18 +566,27 @@ def _experiment_details(shown: Any) -> dict[str, Any]:
         details["monitor_svg"] = Markup(charts.inline_svg(figure))
     except DlbsError as error:
         details["monitor_note"] = error.message
-    details.update(_log(shown.log_path))
+    try:   # only the attempt's own files, inside its run folder (attempt_files.py)
+        log = attempt_log(shown.exp_id, shown.log_path, shown.run_folder, store_folder)
+    except NotShown as why:
+        details.update(log_text=None, log_note=str(why))
+        return details
+    details.update(_log(log))
     return details
 
 
-def _traces(attempts: Sequence[Any]) -> dict[str, Any]:
-    """Every attempt's trace: a summary of the newest TRACES_SHOWN traced, a word on each."""
+def _traces(attempts: Sequence[Any], store_folder: str | None) -> dict[str, Any]:
+    """Every attempt's trace: a summary of the newest TRACES_SHOWN traced, a word on each.
+
+    A trace is shown only where attempt_files finds it the attempt's own (its log, inside its
+    run folder, names it as planned).
+    """
     traced = [item for item in attempts
               if isinstance(item.results.get("results.trace_file"), str)
               and item.results.get("results.trace_file")]
     summaries = []
     for item in reversed(traced[-TRACES_SHOWN:]):
-        summary = _trace(item.results["results.trace_file"], item.log_path)
+        summary = _trace(item, store_folder)
         summaries.append({"attempt": item.attempt, "file": item.results["results.trace_file"],
                           **summary})
     untraced = [item.attempt for item in attempts if item not in traced]
@@ -586,44 +600,41 @@ def _traces(attempts: Sequence[Any]) -> dict[str, Any]:
     return {"summaries": summaries, "note": note}
 
 
-def _trace(trace: Any, named_in: str | None) -> dict[str, Any]:
-    path = trace if os.path.isabs(trace) or not named_in else \
-        next((p for p in (trace, os.path.join(os.path.dirname(named_in), trace))
-              if os.path.isfile(p)), trace)
-    if not _regular(path):
-        return {"trace_note": f"the trace file {trace} is not here"}
+def _trace(attempt: Any, store_folder: str | None) -> dict[str, Any]:
+    """The summary of the trace an attempt's log names (attempt_files.attempt_trace)."""
+    try:
+        log = attempt_log(attempt.exp_id, attempt.log_path, attempt.run_folder, store_folder)
+        path = attempt_trace(attempt.exp_id, log, attempt.run_folder, store_folder)
+    except NotShown as why:
+        return {"trace_note": str(why)}
     from dlbs.traces.reader import TraceFile
     from dlbs.traces.views import view
 
     try:
-        table = view("summary", TraceFile(path))
+        trace = TraceFile(path)
+        if not trace.metadata():   # a file of the run folder that is no trace dlbs wrote
+            return {"trace_note": f"{path} is not shown: it is not a trace dlbs wrote"}
+        table = view("summary", trace)
     except DlbsError as error:
-        return {"trace_note": f"cannot read the trace {trace}: {error.message}"}
+        return {"trace_note": f"cannot read the trace {path}: {error.message}"}
     lines = ["\t".join(table.columns)]
     lines += ["\t".join(_short(row.get(column)) for column in table.columns)
               for row in table.rows]
     return {"trace_text": "\n".join([*lines, *table.notes])}
 
 
-def _log(log_path: str | None) -> dict[str, Any]:
-    if not log_path:
-        return {"log_text": None, "log_note": "the attempt has no log"}
-    if not _regular(log_path):
-        return {"log_text": None, "log_note": f"the log {log_path} is not on this machine"}
-    with open(log_path, "rb") as stream:
-        size = os.fstat(stream.fileno()).st_size
-        stream.seek(max(0, size - LOG_TAIL_BYTES))
-        text = stream.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+def _log(log_path: str) -> dict[str, Any]:
+    """The end of the attempt's log (attempt_files.attempt_log found it)."""
+    try:   # O_NONBLOCK: a FIFO put there since it was checked is never waited on
+        with os.fdopen(os.open(log_path, os.O_RDONLY | os.O_NONBLOCK), "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            stream.seek(max(0, size - LOG_TAIL_BYTES))
+            text = stream.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+    except OSError as error:
+        return {"log_text": None, "log_note": f"cannot read {log_path}: {error.strerror}"}
     note = log_path if size <= LOG_TAIL_BYTES else \
         f"{log_path}: its last {LOG_TAIL_BYTES // 1024} KiB of {size // 1024} KiB"
     return {"log_text": text, "log_note": note}
-
-
-def _regular(path: str) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def _short(value: Any, limit: int = 2000) -> str:

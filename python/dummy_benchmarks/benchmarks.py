@@ -591,29 +591,45 @@ def image_size(path: str) -> tuple[str, int, int]:
         head = handle.read(_HEADER_BYTES)
     if not head:
         raise ValueError("the file is empty")
-    width = height = 0
-    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
-        kind, width, height = "PNG", *struct.unpack(">II", head[16:24])
-    elif head[:6] in (b"GIF87a", b"GIF89a"):
-        kind, width, height = "GIF", *struct.unpack("<HH", head[6:10])
-    elif head.startswith(b"BM") and len(head) >= 26:
-        kind, width, height = "BMP", *(abs(v) for v in struct.unpack("<ii", head[18:26]))
-    elif head.startswith(b"\xff\xd8\xff"):
-        kind, (width, height) = "JPEG", _jpeg_size(head)
-    elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        kind = "WebP"
-    elif head[:4] in (b"II*\x00", b"MM\x00*"):
-        kind = "TIFF"
-    else:
-        raise ValueError("not an image (no PNG, JPEG, GIF, BMP, WebP or TIFF signature)")
+    try:
+        kind, width, height = _header_size(head)
+    except struct.error:   # a signature, then the file ends before the size: one image's error
+        raise ValueError("not an image: the file ends inside its header (truncated)") from None
     if width * height > MAX_IMAGE_PIXELS:
         raise ValueError(f"the image has {width * height} pixels, more than the "
                          f"{MAX_IMAGE_PIXELS:,} an image may have (a decompression bomb?)")
     return kind, width, height
 
 
+def _header_size(head: bytes) -> tuple[str, int, int]:
+    """(format, width, height) from the signature and header (0 x 0 where it holds none).
+
+    Raises ValueError for a file of no known signature, struct.error for a header cut short.
+    """
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        if head[12:16] != b"IHDR":
+            if len(head) < 16:
+                raise struct.error("cut short")
+            raise ValueError("not an image (a PNG whose first chunk is not IHDR)")
+        return "PNG", *struct.unpack(">II", head[16:24])
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF", *struct.unpack("<HH", head[6:10])
+    if head.startswith(b"BM"):
+        return "BMP", *(abs(v) for v in struct.unpack("<ii", head[18:26]))
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG", *_jpeg_size(head)
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "WebP", 0, 0
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "TIFF", 0, 0
+    raise ValueError("not an image (no PNG, JPEG, GIF, BMP, WebP or TIFF signature)")
+
+
 def _jpeg_size(head: bytes) -> tuple[int, int]:
-    """Width and height from a JPEG's start-of-frame marker ((0, 0) past the header read)."""
+    """Width and height from a JPEG's start-of-frame marker ((0, 0) past the header read).
+
+    A file that ends before its frame header (shorter than the header read) is cut short.
+    """
     position = 2
     while position + 9 < len(head):
         if head[position] != 0xFF:
@@ -624,6 +640,8 @@ def _jpeg_size(head: bytes) -> tuple[int, int]:
             height, width = struct.unpack(">HH", head[position + 5:position + 9])
             return width, height
         position += 2 + length
+    if len(head) < _HEADER_BYTES:
+        raise struct.error("the file ends before the JPEG's frame header")
     return 0, 0
 
 
@@ -638,7 +656,7 @@ def predict_files(paths, top: int) -> int:
             image_size(path)
             size = os.path.getsize(path)
         except (OSError, ValueError) as error:
-            reason = error.strerror if isinstance(error, OSError) else str(error)
+            reason = (error.strerror or str(error)) if isinstance(error, OSError) else str(error)
             emit("predict.result", {"image": path, "error": reason})
             failed += 1
             continue

@@ -131,3 +131,50 @@ def test_a_decompression_bomb_among_good_images_is_one_line(run_dlbs, tmp_path, 
     assert "100000000 pixels" in errors[1]
     assert all("not a regular file" in line for line in errors[3:])
     assert Image.MAX_IMAGE_PIXELS == 89_478_485  # the bound the dummy shares
+
+
+# -- issue 34 item 15: a truncated image is that image's line; an empty path is refused -------
+TRUNCATED = {
+    "png-in-size.png": png_header()[:20],
+    "png-signature.png": png_header()[:10],
+    "png-no-ihdr.png": png_header()[:8] + b"\x00\x00\x00\x0dIDAT" + b"\x00" * 16,
+    "gif.gif": b"GIF89a\x01",
+    "bmp.bmp": b"BM\x00\x00",
+    "jpeg.jpg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+}
+
+
+def test_truncated_images_are_one_line_each_and_the_others_print(run_dlbs, tmp_path):
+    for name, data in TRUNCATED.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "a.png").write_bytes(png_header())
+    (tmp_path / "b.png").write_bytes(png_header(2, 2))
+    names = list(TRUNCATED)
+    result = run_dlbs("predict", "--framework", "dummy", "--model", "m", "--top", "1",
+                      names[0], "a.png", *names[1:], "b.png")
+    assert result.returncode == 1, result.stderr
+    assert [line for line in result.stdout.splitlines() if not line.startswith(" ")] == [
+        "a.png", "b.png"]
+    errors = result.stderr.splitlines()
+    assert [line.split(": ")[2] for line in errors] == names, errors
+    assert "Traceback" not in result.stderr and "struct" not in result.stderr
+    assert "a PNG whose first chunk is not IHDR" in errors[2]
+    assert all("truncated" in line for index, line in enumerate(errors) if index != 2)
+
+
+@pytest.mark.parametrize("images", [[""], ["", "a.png"], ["a.png", ""]])
+def test_an_empty_image_path_is_a_clear_error(run_dlbs, tmp_path, images):
+    (tmp_path / "a.png").write_bytes(png_header())
+    result = run_dlbs("predict", "--framework", "dummy", "--model", "m", *images)
+    assert result.returncode == 2
+    assert result.stderr.startswith('dlbs: error: an image path is empty ("")')
+    assert "directory" not in result.stderr and result.stdout == ""
+
+
+def test_a_folder_named_as_an_image_is_its_own_line(run_dlbs, tmp_path):
+    (tmp_path / "a.png").write_bytes(png_header())
+    (tmp_path / "photos").mkdir()
+    result = run_dlbs("predict", "--framework", "dummy", "--model", "m", "photos", "a.png")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == "a.png"
+    assert result.stderr.splitlines() == ["dlbs: error: photos: Is a directory"]

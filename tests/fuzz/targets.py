@@ -10,7 +10,12 @@ Targets: `spec` (spec files, YAML and JSON, with includes), `expression` (`$( ..
 writers of `dlbs parse`), `cli` (argument vectors of the reading and planning commands),
 `trace_path` (`exp.trace_file` values: contained, never shared, never written over a file
 that is not a trace, and a container's mount of a system folder said), `database` (other
-names of a results database: no name bypasses its run lock).
+names of a results database: no name bypasses its run lock), and the two trust boundaries
+of docs/security.md: `store_row` (a row of a results store, as any writer of the store could
+write it, through every reader: parse, copy, reports, history, trace, serve's experiment
+page; serve never shows a file but the attempt's own) and `backend_output` (what a
+benchmark prints after its log's header, through the run's judge, parse and copy: it never
+relabels what the planner decided).
 """
 
 from __future__ import annotations
@@ -501,6 +506,210 @@ def database(case: tuple[list[str], str, bool, list[tuple[str, int, str]]]) -> N
             holder.release()
 
 
+# -- a store row, as any writer of the store could write it ------------------------------------
+SECRET = "s3cret-that-no-page-shows"
+ROW_TEXTS = st.one_of(
+    st.dictionaries(st.sampled_from(["exp.model", "exp.replica_batch", "exp.id", "results.time",
+                                     "results.time_data", "results.end_time", "env.x",
+                                     "exp.model_title", "results.trace_file", "host",
+                                     "results.use.cpu", "results.use.time", "k"]),
+                    VALUES, max_size=6).map(lambda value: json.dumps(value, default=str)),
+    VALUES.map(lambda value: json.dumps(value, default=str)),
+    st.sampled_from(["", "not json", "{", "null", "[]", '"x"', "1e999", "NaN", "{}"]),
+    st.none())
+ROW_PATHS = st.one_of(
+    st.sampled_from(["{secret}", "{folder}/own.log", "{folder}/other.log", "{folder}/link.log",
+                     "{folder}/pipe.log", "{folder}", "own.log", "logs/own.log", "../secret",
+                     "/", "/dev/zero", "/proc/self/environ", "", "{folder}/../secret",
+                     "{folder}/own.trace.json.gz"]),
+    st.none(), st.integers(-3, 3), st.binary(max_size=4), st.text(max_size=12))
+ROW_FOLDERS = st.one_of(st.sampled_from(["{folder}", "{home}", "/", "logs", "", "{folder}/"]),
+                        st.none(), st.text(max_size=8))
+ROW_CASES = st.fixed_dictionaries({
+    "params": ROW_TEXTS, "results": ROW_TEXTS, "environment": ROW_TEXTS, "summary": ROW_TEXTS,
+    "log_path": ROW_PATHS, "run_folder": ROW_FOLDERS,
+    "exp_id": st.one_of(st.sampled_from(["e1", "e2", "", "../x"]), st.integers(0, 2),
+                        st.binary(max_size=2)),
+    "attempt": st.one_of(st.integers(-1, 3), st.sampled_from(["x", "1", 1.5])),
+    "status": st.sampled_from([None, "ok", "failure", "timeout"]),
+    "started_at": st.one_of(st.sampled_from(["2026-01-01T00:00:00+00:00", "", "x"]),
+                            st.binary(max_size=2)),
+    "report_row": st.one_of(st.none(), st.binary(max_size=200)),
+    "param_codes": st.one_of(st.none(), st.binary(max_size=40)),
+})
+_ROW_PLACE: dict[str, Any] = {}
+
+
+def _row_place() -> dict[str, Any]:
+    """A store with two healthy attempts and the files around them, made once per process."""
+    if not _ROW_PLACE:
+        from dlbs.results.store import Attempt, open_store
+
+        root = Path(tempfile.mkdtemp(prefix="dlbs-fuzz-rows-"))
+        folder, home = root / "logs", root / "home"
+        folder.mkdir()
+        home.mkdir()
+        # A secret that even starts like a log of dlbs (of another experiment).
+        (home / ".pgpass").write_text(f"# dlbs 0.1.0: experiment e2, attempt 1\n{SECRET}\n")
+        for name in ("own", "other"):
+            exp_id = "e1" if name == "own" else "e2"
+            (folder / f"{name}.log").write_text(
+                f"# dlbs 0.1.0: experiment {exp_id}, attempt 1, started t\n"
+                f'__exp.id__="{exp_id}"\n# dlbs: the run\'s output follows\nok\n')
+        (folder / "link.log").symlink_to(home / ".pgpass")
+        os.mkfifo(folder / "pipe.log")
+        database = root / "template.db"
+        end = "2026-01-01T00:00:30+00:00"
+        with open_store(database) as store:
+            store.record_attempts([Attempt(
+                exp_id, 1, "ok", None, {"exp.model": "m", "exp.replica_batch": batch},
+                {"results.time_data": [1.0, 2.0], "results.end_time": end},
+                str(folder / f"{name}.log"), {"host": "h"}, None,
+                "2026-01-01T00:00:00+00:00", end, run_tag="t", run_host="h",
+                run_folder=str(folder)) for exp_id, name, batch in
+                (("e1", "own", 2), ("e2", "other", 4))])
+        _ROW_PLACE.update(root=root, folder=folder, home=home, template=database.read_bytes())
+    return _ROW_PLACE
+
+
+def _placed(value: Any, place: dict[str, Any]) -> Any:
+    """A drawn path with its places filled in ({secret}, {folder}, {home})."""
+    if isinstance(value, str):
+        for name, path in (("{secret}", place["home"] / ".pgpass"),
+                           ("{folder}", place["folder"]), ("{home}", place["home"])):
+            value = value.replace(name, str(path))
+    return value
+
+
+def store_row(case: dict[str, Any]) -> None:
+    """Every reader of a store whose first row is `case` (see the module).
+
+    One-line errors only, and no page shows a file other than the attempt's own (the secret
+    beside the run folder above all).
+    """
+    import sqlite3
+
+    from dlbs.cli.main import main
+
+    place = _row_place()
+    database = place["root"] / "store.db"
+    database.write_bytes(place["template"])
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{database}{suffix}")
+    values = {key: _placed(value, place) if key in ("log_path", "run_folder") else value
+              for key, value in case.items()}
+    try:
+        with contextlib.closing(sqlite3.connect(database)) as conn, conn:
+            conn.execute(f"UPDATE attempts SET {', '.join(f'{k} = ?' for k in values)}, "
+                         "ended_at = CASE WHEN ? IS NULL THEN NULL ELSE started_at END "
+                         "WHERE exp_id = 'e1'", (*values.values(), values["status"]))
+    except (sqlite3.Error, UnicodeEncodeError):
+        return   # a row the schema's checks (or SQLite's text) refuse: no writer can store it
+    copy = place["root"] / "copy.db"
+    with contextlib.suppress(FileNotFoundError):
+        copy.unlink()
+    location = str(database)
+    for argv in (["parse", location], ["report", location, "--format", "json"],
+                 ["report", location, "--format", "html"], ["history", location],
+                 ["results", "copy", location, str(copy)], ["trace", location, "--id", "e1"],
+                 ["parse", str(place["folder"])]):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(argv)
+        if status != 0:
+            lines = err.getvalue().strip().splitlines()
+            assert status in (1, 2) and lines and lines[0].startswith("dlbs: error: "), (
+                argv, err.getvalue())
+            assert len(lines) <= 2 and "Traceback" not in err.getvalue(), (argv, lines)
+    _serve_shows_only_its_own(location, place)
+
+
+def _serve_shows_only_its_own(location: str, place: dict[str, Any]) -> None:
+    from dlbs.results.store import open_store
+    from dlbs.web.app import _experiment_details
+
+    try:
+        with open_store(location, read_only=True) as store:
+            attempts = store.attempts("e1")
+    except DlbsError as error:
+        one_line(error)
+        return
+    for attempt in attempts:
+        details = _experiment_details(attempt, str(place["root"]))
+        shown = f"{details.get('log_text')}{details.get('trace_text')}"
+        assert SECRET not in shown, attempt
+        if details.get("log_text") is not None:
+            assert details["log_text"].startswith("# dlbs 0.1.0: experiment e1,"), attempt
+
+
+# -- what a benchmark prints -------------------------------------------------------------------
+PLANNED = {"exp.id": "e1", "exp.model": "resnet18", "exp.replica_batch": 2,
+           "exp.log_file": "logs/e1.log", "exp.trace_file": "logs/e1.trace.json.gz",
+           "exp.trace_level": "step", "runtime.results_db": "logs/results.db",
+           "exp.num_gpus": 1, "exp.model_title": ""}
+OUTPUT_KEYS = st.sampled_from([*PLANNED, "results.time", "results.status", "results.end_time",
+                               "results.trace_file", "results.use.cpu", "results.log_file",
+                               "results.attempt", "exp.model_title", "exp.framework_ver",
+                               "dlbs.verdict", "job.monitor.n1", "job.environment.n1",
+                               "predict.result", "progress", "user.axis", "results.x"])
+OUTPUT_LINES = st.one_of(
+    st.builds(lambda prefix, key, value: f"{prefix}__{key}__={value}",
+              st.sampled_from(["", "0: ", "[rank0]:", "\r"]), OUTPUT_KEYS, PROTOCOL_VALUES),
+    st.sampled_from(["# dlbs: the run's output follows", "# dlbs 9: experiment e2, attempt 1",
+                     '__dlbs.verdict__={"status": "ok"}', '__dlbs.verdict__={"status": "x"}',
+                     "__results.trace_file__=\"/abs/logs/e1.trace.json.gz\"",
+                     "__results.trace_file__=\"/root/.pgpass\"", "__results.time__=5"]),
+    st.text(max_size=30))
+
+
+@st.composite
+def backend_outputs(draw: st.DrawFn) -> tuple[bool, bytes]:
+    """(whether the log's header ends with its own line, the output after it)."""
+    lines = draw(st.lists(OUTPUT_LINES, max_size=12))
+    data = "\n".join(lines).encode("utf-8", "surrogatepass")
+    if draw(st.booleans()):
+        data += draw(st.binary(max_size=30))
+    return draw(st.booleans()), data
+
+
+def backend_output(case: tuple[bool, bytes]) -> None:
+    """A log of dlbs with any output after its header: the planner's values stay."""
+    from dlbs.results.protocol import (
+        HEADER_END,
+        backend_owns,
+        experiment_from_log,
+        parse_lines,
+        protocol_line,
+    )
+    from dlbs.results.sources import with_engine_values
+    from dlbs.run.judge import judge
+    from dlbs.run.outcome import Outcome
+
+    closed, output = case
+    header = ["# dlbs 0.1.0: experiment e1, attempt 1, started t",
+              *(protocol_line(key, value) for key, value in PLANNED.items())]
+    if closed:
+        header.append(HEADER_END)
+    data = ("\n".join(header) + "\n").encode() + output
+    parsed = parse_lines(data.splitlines(keepends=True), path="/abs/logs/e1.log")
+    if not closed and parsed.header != PLANNED:
+        return   # an older header glued to output that reads as parameters: best effort
+    assert parsed.header == PLANNED, parsed.header
+    experiment = experiment_from_log(parsed)
+    for key, value in PLANNED.items():
+        if key not in ("exp.model_title",):
+            assert experiment[key] == value, (key, experiment.get(key))
+    trace = experiment.get("results.trace_file")
+    assert trace in (None, "/abs/logs/e1.trace.json.gz"), trace
+    verdict = judge(Outcome("ok"), parsed.printed, PLANNED, "/abs")
+    assert all(backend_owns(key) for key in verdict.results), verdict.results
+    assert verdict.results.get("results.trace_file") in (None, "/abs/logs/e1.trace.json.gz")
+    record = with_engine_values(experiment, _FULL())
+    json.loads(__import__("dlbs.results.output", fromlist=["to_json"]).to_json(
+        {"experiments": [record.experiment]}))
+
+
 TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "spec": (spec, spec_files()),
     "expression": (expression, expressions()),
@@ -509,4 +718,6 @@ TARGETS: dict[str, tuple[Callable[[Any], None], st.SearchStrategy[Any]]] = {
     "cli": (cli, argvs()),
     "trace_path": (trace_path, TRACE_CASES),
     "database": (database, database_layouts()),
+    "store_row": (store_row, ROW_CASES),
+    "backend_output": (backend_output, backend_outputs()),
 }

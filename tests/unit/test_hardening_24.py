@@ -370,15 +370,17 @@ def test_6_the_database_s_status_wins_over_a_log_that_looks_ok(tmp_path):
         store.record_end("e1", 1, "interrupted", status_msg="stopped by SIGINT")
         store.record_start("e1", 2, {"exp.id": "e1"}, log_path="logs/a.attempt2.log")
         store.record_end("e1", 2, "ok")
-    for source in (folder, folder / "a.log"):
-        loaded = load_experiments([source])
-        statuses = {record.source: record.experiment["results.status"]
-                    for record in loaded.records}
-        assert statuses[str(folder / "a.log")] == "interrupted", statuses
-    experiments = {r.source: r.experiment for r in load_experiments([folder]).records}
-    assert experiments[str(folder / "a.log")]["results.status_msg"] == "stopped by SIGINT"
-    assert experiments[str(folder / "a.attempt2.log")]["results.status"] == "ok"
-    assert experiments[str(folder / "other.log")]["results.status"] == "ok"
+    # A log named alone: the database beside it says how its attempt ended.
+    (named,) = load_experiments([folder / "a.log"]).records
+    assert named.experiment["results.status"] == "interrupted"
+    # A folder is its database, then the logs it lacks (issue 30): the same statuses.
+    experiments = {(r.experiment["exp.id"], r.experiment.get("results.attempt")): r.experiment
+                   for r in load_experiments([folder]).records}
+    assert sorted(experiments) == [("e1", 1), ("e1", 2), ("e2", None)]
+    assert experiments["e1", 1]["results.status"] == "interrupted"
+    assert experiments["e1", 1]["results.status_msg"] == "stopped by SIGINT"
+    assert experiments["e1", 2]["results.status"] == "ok"
+    assert experiments["e2", None]["results.status"] == "ok"
     column = load_attempts([folder]).column("results.status")
     assert sorted(column.values[code] for code in column.codes) == ["interrupted", "ok", "ok"]
 

@@ -7,15 +7,17 @@ through; a user's spec is never cached.
 
 from __future__ import annotations
 
-import marshal
+import hashlib
 import shutil
+import tracemalloc
 from pathlib import Path
 
+import orjson
 import pytest
 
 from dlbs.config import loader, parsed_cache
 from dlbs.config.loader import load_spec
-from dlbs.config.parsed_cache import MAGIC, ParsedCache, digest
+from dlbs.config.parsed_cache import MAGIC, ParsedCache, digest, sealed, unsealed
 from dlbs.plan.builder import Planner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +53,14 @@ def _nested(depth: int) -> dict:
     return value
 
 
+def _loaded(cache: Path) -> list:
+    payload = unsealed(cache.read_bytes())
+    assert payload is not None
+    return orjson.loads(payload)
+
+
 def _entries(cache: Path) -> dict:
-    return marshal.loads(cache.read_bytes()[len(MAGIC) :])[2]
+    return _loaded(cache)[2]
 
 
 def test_a_hit_gives_what_parsing_gives_without_parsing(configs, monkeypatch):
@@ -101,6 +109,9 @@ def test_a_corrupt_cache_is_ignored_and_written_again(configs):
         MAGIC + b"\x00\x01garbage",
         MAGIC,
         cache.read_bytes()[:-20],
+        cache.read_bytes()[:-1] + b"]",                 # one byte changed: the digest differs
+        sealed(b"[2, [], {\"a\": 1"),                    # sealed, but no JSON
+        sealed(b"[2, [], []]"),                          # sealed JSON of the wrong shape
     ):
         cache.write_bytes(garbage)
         assert plan() == parsed
@@ -111,12 +122,9 @@ def test_a_corrupt_cache_is_ignored_and_written_again(configs):
     "foreign",
     [
         lambda entries: {key: (1, 2) for key in entries},  # a tuple is not a document
-        lambda entries: {key: {"parameters": {1: 2}} for key in entries},  # a key not a string
-        lambda entries: {key: {"parameters": {"a": {3}}} for key in entries},  # a set
-        lambda entries: {key: {"parameters": {"a": b"x"}} for key in entries},  # bytes
-        lambda entries: {key: {"parameters": {"a": (lambda: 0).__code__}} for key in entries},
-        # Past the budgets that parsing keeps: nesting, and values once shared ones are counted
-        # at each place (a billion laughs, which marshal keeps as shared references).
+        lambda entries: [1, 2],  # not a mapping of digests
+        lambda entries: {key: "text" for key in entries},  # a document that is not an object
+        # Past the budgets that parsing keeps: nesting, and the number of values.
         lambda entries: {key: {"parameters": _nested(70)} for key in entries},
         lambda entries: {key: {"parameters": {"a": [["x"] * 1100] * 1000}} for key in entries},
     ],
@@ -124,18 +132,58 @@ def test_a_corrupt_cache_is_ignored_and_written_again(configs):
 def test_a_cache_holding_more_than_plain_data_is_ignored(configs, foreign):
     _, cache = configs
     parsed = plan()
-    format_, stamp, entries = marshal.loads(cache.read_bytes()[len(MAGIC) :])
-    cache.write_bytes(MAGIC + marshal.dumps((format_, stamp, foreign(entries))))
+    format_, stamp, entries = _loaded(cache)
+    cache.write_bytes(sealed(orjson.dumps([format_, stamp, foreign(entries)])))
     assert plan() == parsed
+
+
+@pytest.mark.parametrize("claim", [
+    # Issue 34 item 10: what marshal's format let 25 bytes claim (a tuple of 100 M items).
+    MAGIC + b")\x00\xe1\xf5\x05",
+    MAGIC + b"(\x00\xe1\xf5\x05" + b"N" * 4,
+    # The same sealed with a valid digest (a writer can compute one): no length is read.
+    sealed(b")\x00\xe1\xf5\x05"),
+    sealed(b"[" * 100_000),
+    sealed(b"\"" + b"x" * 1000),
+])
+def test_a_cache_that_claims_a_size_allocates_nothing_of_it(configs, claim):
+    _, cache = configs
+    parsed = plan()
+    cache.write_bytes(claim)
+    tracemalloc.start()
+    try:
+        assert plan() == parsed
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20
+    assert _entries(cache)  # dropped, and written again whole
+
+
+def test_the_digest_is_checked_before_the_payload_is_read(configs, monkeypatch):
+    _, cache = configs
+    plan()
+    data = cache.read_bytes()
+    payload = unsealed(data)
+    assert payload is not None
+    assert data[len(MAGIC):len(MAGIC) + 64] == hashlib.sha256(payload).hexdigest().encode()
+    cache.write_bytes(data[:len(MAGIC)] + b"0" * 64 + data[len(MAGIC) + 64:])
+    parsed_payloads = []
+    original = orjson.loads
+    monkeypatch.setattr(parsed_cache.orjson, "loads",
+                        lambda text: parsed_payloads.append(text) or original(text))
+    assert unsealed(cache.read_bytes()) is None
+    ParsedCache(cache).get("anything")
+    assert parsed_payloads == []
 
 
 def test_a_cache_of_another_parser_is_ignored(configs, monkeypatch):
     _, cache = configs
     parsed = plan()
-    format_, stamp, entries = marshal.loads(cache.read_bytes()[len(MAGIC) :])
+    format_, stamp, entries = _loaded(cache)
     wrong = {key: {"parameters": {"exp.model": {"val": "wrong"}}} for key in entries}
-    for other in ((format_ + 1, stamp), (format_, (*stamp[:1], "another parser", *stamp[2:]))):
-        cache.write_bytes(MAGIC + marshal.dumps((*other, wrong)))
+    for other in ((format_ + 1, stamp), (format_, [*stamp[:1], "another parser", *stamp[2:]])):
+        cache.write_bytes(sealed(orjson.dumps([*other, wrong])))
         assert plan() == parsed
 
 
@@ -144,14 +192,14 @@ def test_an_unwritable_cache_is_ignored(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     # Its folder cannot be made (a file is in the way), whoever runs the test (root too).
-    monkeypatch.setattr(parsed_cache, "cache_path", lambda: blocker / "cache.marshal")
+    monkeypatch.setattr(parsed_cache, "cache_path", lambda: blocker / "cache.json")
     assert plan()
     assert blocker.read_text() == ""
 
 
 def test_a_read_only_folder_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv("DLBS_CONFIGS", str(REPO / "configs"))
-    cache = tmp_path / "cache.marshal"
+    cache = tmp_path / "cache.json"
     monkeypatch.setattr(parsed_cache, "cache_path", lambda: cache)
 
     def fail(*args, **kwargs):
@@ -221,14 +269,15 @@ def test_it_is_written_even_where_bytecode_is_not(configs, monkeypatch):
     assert cache.is_file()
 
 
-def test_a_document_that_marshal_cannot_hold_is_not_cached(tmp_path):
-    cache = ParsedCache(tmp_path / "cache.marshal")
-    cache.put("key", {"parameters": {"when": object()}})
+@pytest.mark.parametrize("value", [object(), float("nan"), float("inf"), 2**70, (1, 2)])
+def test_a_document_that_json_cannot_hold_exactly_is_not_cached(tmp_path, value):
+    cache = ParsedCache(tmp_path / "cache.json")
+    cache.put("key", {"parameters": {"when": value}})
     cache.save()
-    assert not (tmp_path / "cache.marshal").exists()
+    assert not (tmp_path / "cache.json").exists()
 
 
 def test_the_default_cache_lives_beside_the_bytecode():
     path = parsed_cache.cache_path()
     assert path.parent == Path(parsed_cache.__file__).parent / "__pycache__"
-    assert path.name.startswith("default-configs.") and path.suffix == ".marshal"
+    assert path.name.startswith("default-configs.") and path.suffix == ".json"

@@ -37,6 +37,7 @@ from dlbs.run.outcome import FAILURE, INTERRUPTED, OK, TIMEOUT, Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
 from dlbs.run.targets.orphans import owner_identity, owner_lives
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process, signal_name
+from dlbs.util.credentials import benchmark_environment
 
 try:
     import docker
@@ -465,7 +466,7 @@ class DockerTarget(ProcessTarget):
                            log: BinaryIO, timeout: float | None,
                            on_start: OnStart | None, stop: threading.Event | None) -> Outcome:
         argv = cli_argv(invocation)
-        env = dict(os.environ)
+        env = benchmark_environment()   # the CLI passes `-e NAME` from it: no credentials
         if invocation.gpus:  # nvidia-docker's own way to select GPUs
             env["NV_GPU"] = ",".join(invocation.gpus)
         name = request["kwargs"]["name"]

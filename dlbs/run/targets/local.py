@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import threading
@@ -17,6 +16,7 @@ from dlbs.run.outcome import Outcome
 from dlbs.run.targets.base import OnStart, ProcessTarget, register_target
 from dlbs.run.targets.orphans import boot_id, owner_identity, stop_tree
 from dlbs.run.targets.process import DEFAULT_KILL_GRACE, run_process
+from dlbs.util.credentials import benchmark_environment
 
 
 @register_target("local")
@@ -65,7 +65,7 @@ class LocalTarget(ProcessTarget):
             on_start: OnStart | None = None, stop: threading.Event | None = None,
             token: str | None = None) -> Outcome:
         """Run to the end; see `ProcessTarget.run`."""
-        env = dict(os.environ)
+        env = benchmark_environment()   # without the results store's credentials
         env.update(self.extra_env(invocation))
         if token:
             env[TOKEN_VARIABLE] = token

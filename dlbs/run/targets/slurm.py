@@ -47,6 +47,7 @@ from dlbs.run.targets.base import register_target
 from dlbs.run.targets.process import signal_name
 from dlbs.run.targets.scheduler import JobState, SchedulerTarget, SubmitLimit
 from dlbs.util.atomic import atomic_write
+from dlbs.util.credentials import benchmark_environment
 
 try:
     import jinja2
@@ -197,8 +198,10 @@ def _run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[st
     sbatch killed half-way may have submitted a job that nobody then knows of.
     """
     try:
+        # sbatch exports its environment to the job: never the results store's credentials.
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+                              stdin=subprocess.DEVNULL, start_new_session=True,
+                              env=benchmark_environment())
     except FileNotFoundError:
         raise LaunchError(f"{argv[0]} not found on PATH",
                           hint="run dlbs on a SLURM login node, or install the SLURM client "
