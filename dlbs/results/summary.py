@@ -31,4 +31,5 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any],
     throughput = summary.get("results.throughput")
     summary.update(energy.summarize(results, started_at, throughput))
     summary.update(efficiency.summarize(params, results, throughput))
+    summary.update(efficiency.bandwidth_summary(params, results, summary.get("results.time")))
     return summary

@@ -525,6 +525,5 @@ class Requests:
 
 def describe(engine: Engine) -> dict[str, Any]:
     """The engine's shape, for its log line."""
-    return {"slots": engine.slots, "cache_length": engine.length,
-            "decode_sizes": engine.decode_sizes, "compiled": engine.compiled,
+    return {"slots": engine.slots, "cache_length": engine.length, "compiled": engine.compiled,
             "cuda_graphs": engine.graphs, "dtype": str(engine.dtype).replace("torch.", "")}

@@ -63,7 +63,9 @@ def build_engine(opts: Any, device: torch.device, lengths: Sequence[tuple[int, i
     config = decoder_config(opts.model)
     length = cache_positions(lengths, opts.generation.kv_cache_tokens, config)
     model = build_model(config, device, _DTYPES[opts.dtype])
-    graphs = bool(opts.cuda_graphs) and device.type == "cuda"
+    # The decode step is always captured on a GPU: a replay is the engine's step (the
+    # image models' --cuda_graphs does not apply).
+    graphs = device.type == "cuda"
     try:
         engine = Engine(model, slots=slots, length=length, compile_steps=opts.compile,
                         graphs=graphs, compile_backend=opts.generation.compile_backend)

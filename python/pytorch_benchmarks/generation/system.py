@@ -117,7 +117,7 @@ def generate(opts: Any, topology: distributed.Topology,
         f"slots={opts.batch_size} token_lengths={opts.generation.token_lengths} "
         f"input_tokens={opts.generation.input_tokens} "
         f"output_tokens={opts.generation.output_tokens} compile={opts.compile} "
-        f"cuda_graphs={opts.cuda_graphs} torch={torch.__version__}")
+        f"torch={torch.__version__}")
     if scenario == "benchmark":
         if len(devices) > 1:
             raise UserError("a decoder's benchmark runs on one GPU; server, offline and max_qps "
