@@ -29,10 +29,11 @@ norm, the output projection, argmax). The block function is compiled once and ca
 every block with that block's weights and cache, so that torch.compile traces and tunes one
 block, not 32 copies of it. Decode compiles static shapes, one set per decode size; with
 inductor's coordinate-descent tuning a batch-1 matrix product becomes a reduction kernel
-tuned for bandwidth (inductor's own decomposition). Prefill compiles once with dynamic batch
-and length (the lengths are multiples of `ALIGN`, never 1: one graph covers every shape but
-a batch of 1, which has its own). On a GPU each decode size is captured in a CUDA graph
-(`graphs`), so a step is one replay: the host launches nothing else per token.
+tuned for bandwidth (inductor's own decomposition). Prefill compiles once with a symbolic
+batch and length, everything else static (the lengths are multiples of `ALIGN`, never 1:
+one graph covers every shape but a batch of 1, which has its own). On a GPU each decode
+size is captured in a CUDA graph (`graphs`), so a step is one replay: the host launches
+nothing else per token.
 """
 
 from __future__ import annotations
@@ -176,9 +177,13 @@ def decode_head(x: torch.Tensor, norm: torch.Tensor, output: torch.Tensor,
 
 def prefill_prologue(prompts: torch.Tensor, embedding: torch.Tensor, rope_cos: torch.Tensor,
                      rope_sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The prompts' embeddings [n, L, dim] and the rotary angles of positions 0..L-1."""
-    length = prompts.shape[1]
-    return F.embedding(prompts, embedding), rope_cos[None, :length], rope_sin[None, :length]
+    """The prompts' embeddings [n, L, dim] and the rotary angles of positions 0..L-1.
+
+    Gathered, not sliced: a slice as long as the table would be a view of it, and a graph
+    of its own.
+    """
+    positions = torch.arange(prompts.shape[1], device=prompts.device)
+    return F.embedding(prompts, embedding), rope_cos[positions][None], rope_sin[positions][None]
 
 
 def prefill_block(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -188,9 +193,12 @@ def prefill_block(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     """One block over whole prompts (causal attention among their own positions)."""
     batch, length, _ = x.shape
     q, k, v = _qkv(x, weights, cos, sin, heads, kv_heads, eps)
+    # Indexed positions, not a slice of the cache: a prompt as long as the cache would make
+    # the slice the whole tensor, and a graph of its own.
+    rows, positions = slot_ids[:, None], torch.arange(length, device=x.device)[None, :]
+    k_cache[rows, :, positions] = k
+    v_cache[rows, :, positions] = v
     k, v = k.transpose(1, 2), v.transpose(1, 2)
-    k_cache[slot_ids, :, :length] = k
-    v_cache[slot_ids, :, :length] = v
     attended = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, is_causal=True,
                                               enable_gqa=gqa)
     x = x + F.linear(attended.transpose(1, 2).reshape(batch, length, -1), weights.wo)
@@ -246,6 +254,9 @@ def compile_settings(device: torch.device) -> None:
 
     if device.type == "cuda":
         inductor_config.coordinate_descent_tuning = True
+    # A prefill's batch and length are its only symbolic sizes; a batch that happened to equal
+    # a head count when compiled must not be tied to it (a recompile at the next batch).
+    torch.fx.experimental._config.use_duck_shape = False
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
@@ -288,7 +299,7 @@ class Engine:
             compile_settings(self.device)
             decode = [torch.compile(f, fullgraph=True, dynamic=False, backend=compile_backend)
                       for f in functions[:3]]
-            prefill = [torch.compile(f, fullgraph=True, dynamic=True, backend=compile_backend)
+            prefill = [torch.compile(f, fullgraph=True, backend=compile_backend)
                        for f in functions[3:]]
             functions = (*decode, *prefill)
         (self._decode_prologue, self._decode_block, self._decode_head,
@@ -319,12 +330,25 @@ class Engine:
         """Prefill `prompts` [n, L] (right-padded, L a multiple of ALIGN) into `slots`."""
         slot_ids = _on(self.device, slots)
         lengths_on = _on(self.device, lengths)
+        self._dynamic(prompts, 0, 1)
+        self._dynamic(slot_ids, 0)
+        self._dynamic(lengths_on, 0)
         x, cos, sin = self._prefill_prologue(prompts, self.embedding, self.rope_cos,
                                              self.rope_sin)
+        self._dynamic(x, 0, 1)
+        self._dynamic(cos, 1)
+        self._dynamic(sin, 1)
         for weights, k_cache, v_cache in zip(self.layers, self.k_cache, self.v_cache):
             x = self._prefill_block(x, cos, sin, slot_ids, weights, k_cache, v_cache)
+        self._dynamic(x, 0, 1)
         self._prefill_head(x, lengths_on, slot_ids, self.norm, self.output, self.tokens,
                            self.positions)
+
+    def _dynamic(self, tensor: torch.Tensor, *dims: int) -> None:
+        """Compile `tensor`'s batch and length dimensions as symbolic (a size of 1 apart)."""
+        if self.compiled:
+            for dim in dims:
+                torch._dynamo.maybe_mark_dynamic(tensor, dim)
 
     # -- decode ----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -516,7 +540,9 @@ class Requests:
     def prompts(self, indices: Sequence[int]) -> torch.Tensor:
         """The prompts of `indices` as one right-padded [n, L] batch on the device."""
         width = round_up(max(self.lengths[index][0] for index in indices))
-        return self.pool.index_select(0, _on(self.device, indices))[:, :width]
+        # A new tensor of the standard strides whatever the count and the width (a compiled
+        # prefill guards on the strides; contiguous() keeps a batch of one's odd stride).
+        return self.pool[:, :width].index_select(0, _on(self.device, indices))
 
     def tokens(self, index: int) -> list[int]:
         """One prompt's tokens (a test's path: reads the device)."""
