@@ -16,7 +16,8 @@ from .flags import FlagError
 from .token_lengths import DISTRIBUTIONS, MIN_OUTPUT_TOKENS
 
 _FLAGS = ("token_lengths", "input_tokens", "output_tokens", "token_range_ratio",
-          "ttft_bound_ms", "tpot_bound_ms", "kv_cache_tokens", "compile_backend")
+          "ttft_bound_ms", "tpot_bound_ms", "kv_cache_tokens", "decode_sizes",
+          "compile_backend")
 #: torch.compile's backends the engine accepts (the others are for debugging and tests).
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
 
@@ -36,6 +37,8 @@ class GenerationOptions:
     ttft_bound_ms: float = 2000.0
     tpot_bound_ms: float = 100.0
     kv_cache_tokens: int = 0
+    #: The decode sizes the serving scenarios prepare (empty: 1, 4, 16, ... and the slots).
+    decode_sizes: tuple[int, ...] = ()
     compile_backend: str = "inductor"
 
 
@@ -61,9 +64,24 @@ def add_generation_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kv_cache_tokens", type=int, default=0,
                        help="positions of the KV cache per request slot; 0: the longest "
                             "prompt plus its output, rounded up to 16")
+    group.add_argument("--decode_sizes", type=_sizes, default=(),
+                       help="server, offline, max_qps: the decode sizes compiled and captured, "
+                            "comma-separated (the slots are always one); empty: 1, 4, 16, ... "
+                            "up to the slots")
     group.add_argument("--compile_backend", default="inductor", choices=COMPILE_BACKENDS,
                        help="--compile: torch.compile's backend for the generation engine "
                             "(inductor; the others trace without generating kernels)")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    """'1,64' -> (1, 64): positive sizes, ascending, each once."""
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 1,16,64, got {text!r}") from None
+    if any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"decode sizes must be >= 1, got {text!r}")
+    return tuple(sizes)
 
 
 def generation_options(namespace: argparse.Namespace) -> GenerationOptions:

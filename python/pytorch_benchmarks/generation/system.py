@@ -32,13 +32,18 @@ SCENARIOS = ("benchmark", "server", "offline", "max_qps")
 DEFAULT_REQUESTS = 1024
 
 
-def decode_sizes(slots: int) -> list[int]:
-    """The decode sizes prepared for `slots` slots: 1, 4, 16, ... and `slots` itself.
+def decode_sizes(slots: int, asked: Sequence[int] = ()) -> list[int]:
+    """The decode sizes prepared for `slots` slots.
+
+    `asked` (those below `slots`), else 1, 4, 16, ...; and `slots` itself.
 
     Continuous batching decodes the slots up to the highest busy one (serving.py); powers of
     four keep the compiled and captured sizes few while a lightly loaded engine still decodes
-    small batches.
+    small batches. Each size is a compilation (tens of seconds for an 8B model on a GPU): a
+    serving run under load is served by the largest.
     """
+    if asked:
+        return sorted({size for size in asked if size < slots} | {slots})
     sizes, size = [], 1
     while size < slots:
         sizes.append(size)
@@ -58,6 +63,7 @@ class TorchGenerationSystem(GenerationSystem):
         self.total_samples = self.performance_samples = count
         self.replicas = len(devices)
         self.slots = opts.batch_size
+        self.asked_sizes = gen.decode_sizes
         self.asynchronous = devices[0].type == "cuda"
         self.engines: list[Engine] = []
         self.serving: list[Replica] = []
@@ -72,7 +78,7 @@ class TorchGenerationSystem(GenerationSystem):
 
     def prepare(self, say: Callable[[str], None]) -> None:
         for replica in self.serving:
-            replica.prepare(decode_sizes(replica.engine.slots))
+            replica.prepare(decode_sizes(replica.engine.slots, self.asked_sizes))
         say("prepared: decode sizes " + ", ".join(map(str, self.engines[0].decode_sizes))
             + f" on {self.replicas} engine(s)")
 
