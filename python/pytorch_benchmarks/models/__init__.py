@@ -2,6 +2,7 @@
 
 from .registry import (
     ModelSpec,
+    SequenceSpec,
     UnknownModelError,
     get_model_spec,
     load_model_file,
@@ -11,6 +12,7 @@ from .registry import (
 
 __all__ = [
     "ModelSpec",
+    "SequenceSpec",
     "UnknownModelError",
     "get_model_spec",
     "load_model_file",

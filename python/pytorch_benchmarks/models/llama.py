@@ -23,6 +23,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .layers import check_context
+from .objectives import vocab_cross_entropy
+from .registry import register_sequence_models
+
 
 @dataclass(frozen=True)
 class RopeScaling:
@@ -261,7 +265,9 @@ class Transformer(nn.Module):
         self.rope_cos, self.rope_sin = self._rope_tables(self.rope_cos.device)
         nn.init.normal_(self.tok_embeddings.weight, std=0.02)
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
-        for block in self.layers:
+        # The blocks wherever a wrapper (checkpointing, torch.compile) has put them.
+        for block in (module for module in self.modules()
+                      if isinstance(module, TransformerBlock)):
             for linear in (block.attention.wq, block.attention.wk, block.attention.wv,
                            block.feed_forward.w1, block.feed_forward.w3):
                 nn.init.normal_(linear.weight, std=0.02)
@@ -284,15 +290,33 @@ class Transformer(nn.Module):
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """The final norm's output [B, T, dim] at positions 0..T-1 (the loss projects it)."""
         seq_len = tokens.shape[1]
-        if seq_len > self.config.max_seq_len:
-            raise ValueError(f"sequence of {seq_len} tokens is longer than the model's "
-                             f"context, {self.config.max_seq_len}")
+        check_context(seq_len, self.config.max_seq_len)
         cos, sin = self.rope_cos[None, :seq_len], self.rope_sin[None, :seq_len]
         h = self.tok_embeddings(tokens)
         for block in self.layers:
             h = block(h, cos, sin)
         return self.norm(h)
 
+    def head_loss(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy of the final hidden states (objectives.py)."""
+        return vocab_cross_entropy(hidden, self.output.weight, labels)
+
+    def loss(self, tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The training loss of ``tokens`` [B, T] against ``labels`` [B, T]."""
+        return self.head_loss(self.hidden_states(tokens), labels)
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] of ``tokens`` [B, T] (long) at positions 0..T-1."""
         return self.output(self.hidden_states(tokens))
+
+
+_TITLES = {"llama3_debug": "Llama 3 debug", "llama3_1b": "Llama 3.2 1B",
+           "llama3_3b": "Llama 3.2 3B", "llama3_8b": "Llama 3.1 8B",
+           "llama3_70b": "Llama 3.1 70B"}
+
+
+# Sequence 8192 by default: Llama 3's pretraining context, torchtitan's training default.
+register_sequence_models(
+    FLAVORS, _TITLES, Transformer, "causal_lm",
+    default_seq_len=lambda config: min(config.max_seq_len, 8192 if config.dim > 64 else 128),
+    flops_per_token=training_flops_per_token, num_params=num_params)

@@ -2,22 +2,48 @@
 
 A builder takes the class count as a keyword, ``num_classes`` (then ``--num_classes`` can
 change it), or takes nothing (a model of the registered class count only).
+
+A transformer over token ids registers a ``SequenceSpec`` too; its module then offers what
+the backend's sequence training uses (docs/transformers.md): ``layers`` (the blocks: the
+units of per-block compilation, sharding and checkpointing), ``hidden_states(tokens)``,
+``head_loss(hidden, targets)``, ``loss(tokens, targets)`` and ``init_weights()`` (the
+backend builds it on the meta device and initialises it where it runs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch.nn as nn
 from benchmark_common.extra_models import import_model_file
 
 from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class SequenceSpec:
+    """What the backend needs of a transformer over token ids besides its module."""
+
+    #: "causal_lm" (next-token targets [B, T]) or "masked_lm" (BERT's masked positions,
+    #: their ids and next-sentence labels).
+    objective: str
+    vocab_size: int
+    #: The context the model was published with; a longer exp.seq_len is refused.
+    max_seq_len: int
+    #: The sequence length when none is given.
+    default_seq_len: int
+    #: Training FLOPs per token at a sequence length (forward: a third of it).
+    flops_per_token: Callable[[int], float]
+    #: The parameter count (the published one: tested).
+    num_params: int
 
 
 @dataclass(frozen=True)
@@ -31,6 +57,8 @@ class ModelSpec:
     input_shape: tuple[int, ...]
     num_classes: int
     builder: Callable[..., nn.Module]
+    #: A transformer over token ids; None for the other models.
+    sequence: SequenceSpec | None = None
 
     @property
     def is_image_model(self) -> bool:
@@ -73,22 +101,45 @@ class UnknownModelError(UserError):
 
 
 def register_model(
-    model_id: str, *, title: str, input_shape: tuple[int, ...], num_classes: int
+    model_id: str, *, title: str, input_shape: tuple[int, ...], num_classes: int,
+    sequence: SequenceSpec | None = None,
 ) -> Callable[[Callable[[], nn.Module]], Callable[[], nn.Module]]:
     """Register a builder under ``model_id``; a duplicate id raises.
 
     ``num_classes`` is the model's class count; a builder that takes a ``num_classes``
     keyword is called with it (or with ``--num_classes``), one that takes no argument builds
-    that many classes itself.
+    that many classes itself. A transformer over token ids gives its ``sequence`` spec
+    (its vocabulary as ``num_classes``, its default sequence as ``input_shape``).
     """
 
     def decorator(build: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         if model_id in _REGISTRY:
             raise ValueError(f"model id {model_id!r} is registered twice")
-        _REGISTRY[model_id] = ModelSpec(model_id, title, tuple(input_shape), num_classes, build)
+        _REGISTRY[model_id] = ModelSpec(model_id, title, tuple(input_shape), num_classes, build,
+                                        sequence)
         return build
 
     return decorator
+
+
+def register_sequence_models(flavors: Mapping[str, Any], titles: Mapping[str, str],
+                             build: Callable[[Any], nn.Module], objective: str,
+                             default_seq_len: Callable[[Any], int],
+                             flops_per_token: Callable[[Any, int], float],
+                             num_params: Callable[[Any], int]) -> None:
+    """Register each flavour of a transformer family: its config's model and SequenceSpec.
+
+    ``default_seq_len``, ``flops_per_token`` and ``num_params`` take the flavour's config.
+    """
+    for model_id, config in flavors.items():
+        sequence = SequenceSpec(
+            objective=objective, vocab_size=config.vocab_size, max_seq_len=config.max_seq_len,
+            default_seq_len=default_seq_len(config),
+            flops_per_token=functools.partial(flops_per_token, config),
+            num_params=num_params(config))
+        register_model(model_id, title=titles[model_id], input_shape=(sequence.default_seq_len,),
+                       num_classes=config.vocab_size, sequence=sequence)(
+            functools.partial(build, config))
 
 
 def _load_builtin_models() -> None:
