@@ -14,15 +14,6 @@ Keys:
 - `results.mfu_unavailable`: why there is no MFU though there are FLOPs;
 - `results.gpu_mem_peak_mb` (MiB): the framework allocator's peak on one GPU, the
   `results.mem_peak` of a GPU run.
-
-A decoder's benchmark (docs/llm-serving.md) prints the bytes its decode step must read
-(`results.decode_bytes_per_step`); with the mean step time (`results.time`, ms) and the
-GPU's memory bandwidth, from `exp.peak_memory_bandwidth` when above 0, else from the table
-`configs/peaks/gpu_memory_bandwidth.yaml` by the GPU's name:
-- `results.decode_bandwidth` (TB/s): bytes per step over the time per step;
-- `results.peak_bandwidth` (TB/s, one device) and `results.bandwidth_source`;
-- `results.decode_bandwidth_fraction`: `decode_bandwidth / peak_bandwidth`;
-- `results.bandwidth_unavailable`: why there is no fraction though there are bytes.
 """
 
 from __future__ import annotations
@@ -36,15 +27,11 @@ from typing import Any
 
 from dlbs.config.loader import default_config_dir
 
-#: The peak tables, relative to the default configs' folder.
+#: The peak table, relative to the default configs' folder.
 PEAK_TABLE = Path("peaks") / "gpu_peak_tflops.yaml"
-BANDWIDTH_TABLE = Path("peaks") / "gpu_memory_bandwidth.yaml"
 #: The keys this module writes.
 COMPUTED_KEYS = ("results.achieved_tflops", "results.peak_tflops", "results.peak_source",
-                 "results.mfu", "results.mfu_unavailable", "results.gpu_mem_peak_mb",
-                 "results.decode_bandwidth", "results.peak_bandwidth",
-                 "results.bandwidth_source", "results.decode_bandwidth_fraction",
-                 "results.bandwidth_unavailable")
+                 "results.mfu", "results.mfu_unavailable", "results.gpu_mem_peak_mb")
 #: exp.dtype -> the math it runs on (float32 on tensor cores is TF32, exp.use_tensor_core).
 _HALF = {"float16": "fp16", "bfloat16": "bf16"}
 
@@ -127,50 +114,6 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any],
     summary["results.peak_tflops"] = peak
     summary["results.peak_source"] = source
     summary["results.mfu"] = achieved / (peak * devices)
-    return summary
-
-
-def table_bandwidth(gpu_model: str, path: Path | None = None) -> tuple[float, str] | str:
-    """(memory bandwidth TB/s, its source) of `gpu_model`, or why there is none."""
-    table = path or default_config_dir() / BANDWIDTH_TABLE
-    try:
-        entries = gpu_table(str(table), "tbps")
-    except (OSError, KeyError, TypeError, ValueError, re.error) as error:
-        return f"the bandwidth table {table} cannot be read: {error}"
-    for name, pattern, tbps, source in entries:
-        if pattern.search(gpu_model):
-            return float(tbps), f"{table.name}: {name} ({source})"
-    return f"{gpu_model!r} is not in {table.name}; set exp.peak_memory_bandwidth"
-
-
-def bandwidth_summary(params: Mapping[str, Any], results: Mapping[str, Any],
-                      step_ms: Any) -> dict[str, Any]:
-    """A decoder's decode bandwidth and its fraction of the peak (the module's second table)."""
-    read = results.get("results.decode_bytes_per_step")
-    if not _positive(read) or not _positive(step_ms):
-        return {}
-    achieved = float(read) / (float(step_ms) / 1000.0) / 1e12
-    summary: dict[str, Any] = {"results.decode_bandwidth": achieved}
-    override = params.get("exp.peak_memory_bandwidth")
-    gpu_model = results.get("results.gpu_model")
-    if _positive(override):
-        peak, source = float(override), "exp.peak_memory_bandwidth"
-    elif params.get("exp.device_type") != "gpu":
-        return summary  # CPUs have no table: their bandwidth stands alone
-    elif not isinstance(gpu_model, str) or not gpu_model:
-        summary["results.bandwidth_unavailable"] = ("the backend did not name its GPU "
-                                                    "(results.gpu_model); set "
-                                                    "exp.peak_memory_bandwidth")
-        return summary
-    else:
-        found = table_bandwidth(gpu_model)
-        if isinstance(found, str):
-            summary["results.bandwidth_unavailable"] = found
-            return summary
-        peak, source = found
-    summary["results.peak_bandwidth"] = peak
-    summary["results.bandwidth_source"] = source
-    summary["results.decode_bandwidth_fraction"] = achieved / peak
     return summary
 
 

@@ -12,7 +12,7 @@ from benchmark_common.token_lengths import (
     request_lengths,
 )
 
-from dlbs.results.efficiency import bandwidth_summary
+from dlbs.results.bandwidth import summarize as bandwidth_summary
 
 
 def test_fixed_lengths_are_the_flags():
