@@ -51,8 +51,8 @@ from dlbs.results.summary import summarize  # noqa: E402
 #: The steps, the most needed first (module doc).
 STEPS = "bench1,reference1,bench_big,reference_big,prefill,offline,server,max_qps"
 KEYS = ("exp.scenario", "exp.replica_batch", "exp.input_tokens", "exp.output_tokens",
-        "exp.target_qps", "results.decode_tokens_per_s", "results.prefill_tokens_per_s",
-        "results.tokens_per_s", "results.throughput", "results.time", "results.ttft_p50",
+        "exp.target_qps", "results.decode_tokens_per_second", "results.prefill_tokens_per_second",
+        "results.tokens_per_second", "results.throughput", "results.time", "results.ttft_p50",
         "results.ttft_p99", "results.tpot_p50", "results.tpot_p99", "results.qps",
         "results.max_qps", "results.max_qps_trials", "results.latency_bound_met",
         "results.loadgen_valid", "results.recompiles", "results.decode_bandwidth",
@@ -92,14 +92,15 @@ def targets(rows: dict[str, dict], reference: dict | None, settings: dict) -> li
                     "ratio": value_ratio, "target": target, "verdict": verdict})
 
     one = rows.get("bench1", {})
-    tokens = one.get("results.decode_tokens_per_s")
+    tokens = one.get("results.decode_tokens_per_second")
     add(f"batch 1 decode tokens/s (dlbs, {settings['prompt']} + {settings['output']} tokens) "
         "/ 240", tokens, 240, ratio(tokens, 240), ">= 1.0", 1.0)
     add("batch 1 decode bandwidth fraction (dlbs)", one.get("results.decode_bandwidth_fraction"),
         None, None, "0.8 of 4.8 TB/s (the weights but the embedding table)", None)
     ref_one = ref_batches.get("1", {})
-    add("batch 1 decode tokens/s, dlbs / reference", tokens, ref_one.get("decode_tokens_per_s"),
-        ratio(tokens, ref_one.get("decode_tokens_per_s")), "", None)
+    ref_tokens = ref_one.get("decode_tokens_per_second")
+    add("batch 1 decode tokens/s, dlbs / reference", tokens, ref_tokens,
+        ratio(tokens, ref_tokens), "", None)
     add(f"batch 1 TTFT of {settings['prompt']} tokens, ms: reference / dlbs",
         one.get("results.ttft_p50"),
         ref_one.get("ttft_ms"), ratio(ref_one.get("ttft_ms"), one.get("results.ttft_p50")),
@@ -107,8 +108,8 @@ def targets(rows: dict[str, dict], reference: dict | None, settings: dict) -> li
     big = rows.get("bench_big", {})
     ref_big = ref_batches.get(str(settings["big_batch"]), {})
     add(f"batch {settings['big_batch']} decode tokens/s, dlbs / reference",
-        big.get("results.decode_tokens_per_s"), ref_big.get("decode_tokens_per_s"),
-        ratio(big.get("results.decode_tokens_per_s"), ref_big.get("decode_tokens_per_s")),
+        big.get("results.decode_tokens_per_second"), ref_big.get("decode_tokens_per_second"),
+        ratio(big.get("results.decode_tokens_per_second"), ref_big.get("decode_tokens_per_second")),
         ">= 1.0", 1.0)
     prefill = rows.get("prefill", {})
     ref_prefill = ref.get("prefill", {})
@@ -159,8 +160,8 @@ def write(out: Path, work: Path, settings: dict, began: float) -> dict[str, dict
     lines += [f"| {row['comparison']} | {_shown(row['measured'])} | "
               f"{_shown(row['reference'])} | {_shown(row['ratio'])} | {row['target']} | "
               f"{row['verdict']} |" for row in table]
-    columns = ("exp.scenario", "exp.replica_batch", "results.decode_tokens_per_s",
-               "results.tokens_per_s", "results.ttft_p50", "results.ttft_p99",
+    columns = ("exp.scenario", "exp.replica_batch", "results.decode_tokens_per_second",
+               "results.tokens_per_second", "results.ttft_p50", "results.ttft_p99",
                "results.tpot_p50", "results.tpot_p99", "results.qps", "results.max_qps",
                "results.decode_bandwidth_fraction", "results.recompiles", "results.status")
     lines += ["", "| step | " + " | ".join(key.split(".")[1] for key in columns) + " |",

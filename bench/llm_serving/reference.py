@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         decode_s = statistics.median(decode for _, decode in runs)
         steps = args.output - 1
         results["batches"][str(batch)] = {
-            "decode_tokens_per_s": batch * steps / decode_s,
+            "decode_tokens_per_second": batch * steps / decode_s,
             "tpot_ms": 1000.0 * decode_s / steps,
             "ttft_ms": 1000.0 * statistics.median(first for first, _ in runs),
             "first_generation_s": warmup_s}
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         prompt = torch.randint(0, vocab, (1, args.prefill), generator=generator).to(device)
         times = [generate(model, step, prompt, 0)[0] for _ in range(args.repeats + 1)][1:]
         results["prefill"] = {"tokens": args.prefill, "ttft_ms": 1000.0 * statistics.median(times),
-                              "prefill_tokens_per_s": args.prefill / statistics.median(times)}
+                              "prefill_tokens_per_second": args.prefill / statistics.median(times)}
         print(f"prefill {args.prefill}: {results['prefill']}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

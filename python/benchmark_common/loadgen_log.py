@@ -5,7 +5,7 @@ keys of the run LoadGen reports come last.
 Latencies there are nanoseconds; the keys this module returns are in milliseconds, as
 docs/backends/protocol.md section 4 says. A run with token latencies (LLMs) also has the time
 to first token (`results.ttft_*`), the time per output token (`results.tpot_*`) and tokens
-per second (`results.tokens_per_s`).
+per second (`results.tokens_per_second`).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class LoadGenLog:
                     found[f"results.{name}{suffix[len('latency'):]}"] = value / 1e6
         rate = _first_number(values, *TOKEN_RATES)
         if rate is not None:
-            found["results.tokens_per_s"] = rate
+            found["results.tokens_per_second"] = rate
         return found
 
     def invalid_reasons(self) -> list[str]:

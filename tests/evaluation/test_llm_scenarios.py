@@ -47,8 +47,8 @@ def test_every_scenario_of_a_decoder_runs_is_stored_and_reported(run_dlbs, tmp_p
     assert len(bench["results.time_data"]) == 2 * 7  # two generations of 7 decode steps
     bench.update(summarize(bench, bench))  # what the store holds: dlbs's statistics
     assert bench["results.throughput"] == pytest.approx(4 * 1000 / bench["results.time"])
-    for key in ("results.ttft_p50", "results.tpot_p99", "results.prefill_tokens_per_s",
-                "results.decode_tokens_per_s", "results.decode_bytes_per_step",
+    for key in ("results.ttft_p50", "results.tpot_p99", "results.prefill_tokens_per_second",
+                "results.decode_tokens_per_second", "results.decode_bytes_per_step",
                 "results.decode_bandwidth"):
         assert bench[key] > 0, key
     assert "results.decode_bandwidth_fraction" not in bench  # the CPU has no datasheet peak
@@ -57,7 +57,7 @@ def test_every_scenario_of_a_decoder_runs_is_stored_and_reported(run_dlbs, tmp_p
     assert server["exp.token_lengths"] == "uniform"
     assert server["results.latency_bound_met"] is True
     for name in ("server", "offline", "max_qps"):
-        assert logs[name]["results.tokens_per_s"] > 0, name
+        assert logs[name]["results.tokens_per_second"] > 0, name
         assert logs[name]["results.recompiles"] == 0, name
     assert logs["max_qps"]["results.max_qps"] > 0
     assert logs["max_qps"]["results.ttft_p99"] <= 500
@@ -69,7 +69,7 @@ def test_every_scenario_of_a_decoder_runs_is_stored_and_reported(run_dlbs, tmp_p
     for scenario in ("benchmark", "server", "max_qps"):
         assert float(rows[scenario]["ttft_p50"]) > 0 and float(rows[scenario]["tpot_p99"]) > 0
     for scenario in rows:
-        assert float(rows[scenario]["tokens_per_s"]) > 0
+        assert float(rows[scenario]["tokens_per_second"]) > 0
 
 
 def test_decoder_defaults_and_refusals_are_planned():

@@ -22,7 +22,7 @@ from dlbs.results.columns import Attempts
 
 #: The decoders' values, shown where some experiment has them.
 LLM_COLUMNS = ("results.ttft_p50", "results.ttft_p99", "results.tpot_p50", "results.tpot_p99",
-               "results.tokens_per_s")
+               "results.tokens_per_second")
 #: What marks a decoder's benchmark: its time to first token.
 DECODER_MARK = "results.ttft_p50"
 

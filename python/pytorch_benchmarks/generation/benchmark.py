@@ -15,9 +15,9 @@ Results (docs/llm-serving.md):
 - `results.ttft_*`: each request's time to first token (from its generation's start to the
   end of its prefill group) and `results.tpot_*`: each request's time per output token
   (from its first token to its last, over its tokens less one): mean, p50, p90, p99;
-- `results.prefill_tokens_per_s` (prompt tokens, padding left out, over the prefill time),
-  `results.decode_tokens_per_s` (the tokens the requests asked for, over the decode time),
-  `results.tokens_per_s` (output tokens over the whole generation);
+- `results.prefill_tokens_per_second` (prompt tokens, padding left out, over the prefill time),
+  `results.decode_tokens_per_second` (the tokens the requests asked for, over the decode time),
+  `results.tokens_per_second` (output tokens over the whole generation);
 - `results.decode_bytes_per_step`: what a decode step must read, on average (the weights
   but the embedding table, one embedding row per slot, the cached K/V of the positions the
   unfinished requests attend to): with `results.gpu_model`, dlbs derives
@@ -113,9 +113,9 @@ def benchmark_results(engine: Engine, lengths: Sequence[tuple[int, int]],
     decode_ms = sum(step_ms)
     results: dict[str, Any] = {
         "results.time_data": step_ms,
-        "results.prefill_tokens_per_s": 1000.0 * prompts * len(timed)
+        "results.prefill_tokens_per_second": 1000.0 * prompts * len(timed)
         / sum(generation.prefill_ms for generation in timed),
-        "results.tokens_per_s": 1000.0 * outputs * len(timed)
+        "results.tokens_per_second": 1000.0 * outputs * len(timed)
         / sum(generation.total_ms for generation in timed),
         "results.num_requests": len(lengths) * len(timed),
         "results.input_tokens_mean": prompts / len(lengths),
@@ -124,7 +124,7 @@ def benchmark_results(engine: Engine, lengths: Sequence[tuple[int, int]],
     }
     if steps:
         asked = sum(output - 1 for _, output in lengths) * len(timed)
-        results["results.decode_tokens_per_s"] = 1000.0 * asked / decode_ms
+        results["results.decode_tokens_per_second"] = 1000.0 * asked / decode_ms
         results["results.decode_bytes_per_step"] = float(np.mean(
             [engine.read_bytes(engine.slots, context) for context in contexts]))
         active = sum(output - 1 for _, output in lengths)
