@@ -25,6 +25,7 @@ output token of the requests decoding includes the prefills of those that arrive
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 from collections.abc import Sequence
 from typing import Any
@@ -58,13 +59,16 @@ class Replica:
     def prepare(self, sizes: Sequence[int]) -> None:
         """Compile (and capture) the decode sizes and both prefill graphs (batches of 1, 2)."""
         engine = self.engine
-        engine.prepare_decode(sizes)
-        batches = [[0, 1], [0]] if engine.slots > 1 and len(self.requests) > 1 else [[0]]
-        for indices in batches:
-            lengths = [self.requests.lengths[index][0] for index in indices]
-            engine.prefill(list(range(len(indices))), self.requests.prompts(indices), lengths)
-        if engine.device.type == "cuda":
-            torch.cuda.synchronize(engine.device)
+        on_gpu = engine.device.type == "cuda"
+        with torch.cuda.device(engine.device) if on_gpu else contextlib.nullcontext():
+            engine.prepare_decode(sizes)
+            batches = [[0, 1], [0]] if engine.slots > 1 and len(self.requests) > 1 else [[0]]
+            for indices in batches:
+                lengths = [self.requests.lengths[index][0] for index in indices]
+                engine.prefill(list(range(len(indices))), self.requests.prompts(indices),
+                               lengths)
+            if on_gpu:
+                torch.cuda.synchronize(engine.device)
 
     def serve(self, queue: Any, report: Any) -> None:
         """Serve from `queue` until it is closed and every admitted request is complete.
