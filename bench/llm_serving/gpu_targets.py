@@ -18,7 +18,9 @@ returns what it measured. The steps (`--steps`), the most needed first:
 5. `offline`: dlbs over 64 slots (requests/s, tokens/s);
 6. `server`: dlbs at `--server_fraction` of offline's requests/s (or `--server_rate`): TTFT and
    TPOT under MLPerf's bounds for Llama 3.1 8B (2,000 ms and 100 ms at p99);
-7. `max_qps`: dlbs (target: at least 0.8 of offline's requests/s).
+7. `max_qps`: dlbs (target: at least 0.8 of offline's requests/s);
+8. `offline_multi` (only when asked: `--steps offline,offline_multi` on a machine of four
+   GPUs): offline over `--multi_gpus`, a replica on each (target: 3.5x one GPU's tokens/s).
 The serving steps prepare one decode size, the slots (`--decode_sizes`: each size is a
 compilation, and a loaded server runs the largest). A step starts only with `--min_step_s`
 left before `--deadline_s`, and is cut at it. The
@@ -129,6 +131,12 @@ def targets(rows: dict[str, dict], reference: dict | None, settings: dict) -> li
     offline, peak = rows.get("offline", {}), rows.get("max_qps", {})
     add("max_qps / offline requests/s", peak.get("results.max_qps"), offline.get("results.qps"),
         ratio(peak.get("results.max_qps"), offline.get("results.qps")), ">= 0.8", 0.8)
+    multi = rows.get("offline_multi", {})
+    if multi:
+        add(f"offline tokens/s over {settings['multi_gpus']} / one GPU",
+            multi.get("results.tokens_per_second"), offline.get("results.tokens_per_second"),
+            ratio(multi.get("results.tokens_per_second"),
+                  offline.get("results.tokens_per_second")), ">= 3.5 (4 GPUs)", 3.5)
     recompiled = [name for name, row in rows.items() if row.get("results.recompiles")]
     out.append({"comparison": "runs with results.recompiles > 0", "measured": len(recompiled),
                 "reference": len(rows), "ratio": None, "target": "0",
@@ -207,6 +215,8 @@ def main() -> int:
     parser.add_argument("--steps", default=STEPS, help="which steps, in this order")
     parser.add_argument("--server_rate", type=float, default=0,
                         help="the server's rate, requests/s (0: --server_fraction of offline's)")
+    parser.add_argument("--multi_gpus", default="0,1,2,3",
+                        help="the offline_multi step's exp.gpus (one engine on each)")
     parser.add_argument("--decode_sizes", default="",
                         help="exp.decode_sizes of offline, server and max_qps (empty: the "
                              "slots alone: one compilation, the size a loaded server runs)")
@@ -307,6 +317,9 @@ def main() -> int:
                       flush=True)
         elif name == "max_qps":
             step(name, "-P", "exp.scenario=max_qps", *serving)
+        elif name == "offline_multi":  # a machine of several GPUs (not in the default steps)
+            step(name, "-P", "exp.scenario=offline", *serving,
+                 "-P", f"exp.gpus={'' if args.smoke else args.multi_gpus}")
         else:
             raise SystemExit(f"unknown step {name!r}; expected some of {STEPS}")
     print(f"({time.time() - began:.0f} s)", flush=True)
