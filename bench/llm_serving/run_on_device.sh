@@ -36,18 +36,7 @@ if [[ "${SMOKE:-0}" == 1 ]]; then
     export CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1
 fi
 
-{
-    date -u +"%Y-%m-%dT%H:%M:%SZ"
-    "$python" - <<'PY'
-import os, platform, torch, mlperf_loadgen  # noqa: F401
-print("python", platform.python_version(), "torch", torch.__version__,
-      "cuda", torch.version.cuda, "loadgen 6.0.17 (pinned)", "cpus", os.cpu_count())
-for index in range(torch.cuda.device_count()):
-    print("gpu", index, torch.cuda.get_device_name(index))
-PY
-    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm \
-        --format=csv,noheader || true
-} | tee "$out/environment.txt"
+source "$repo/bench/device/environment.sh"
 
 # shellcheck disable=SC2086 # EXTRA is a list of flags
 "$python" "$repo/bench/llm_serving/gpu_targets.py" --out "$out" --work "${WORK:-/tmp/llm-work}" \

@@ -12,7 +12,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from .flags import FlagError
+from .flags import FlagError, take_flags
 from .token_lengths import DISTRIBUTIONS, MIN_OUTPUT_TOKENS
 
 _FLAGS = ("token_lengths", "input_tokens", "output_tokens", "token_range_ratio",
@@ -86,10 +86,7 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def generation_options(namespace: argparse.Namespace) -> GenerationOptions:
     """Take the generation flags out of a parsed namespace (deleting them) and check them."""
-    values = {name: getattr(namespace, name) for name in _FLAGS if hasattr(namespace, name)}
-    for name in values:
-        delattr(namespace, name)
-    options = GenerationOptions(**values)
+    options = GenerationOptions(**take_flags(namespace, _FLAGS))
     check(options)
     return options
 

@@ -226,8 +226,8 @@ def _watch_signals(abort: Callable[[BaseException], None]) -> None:
     threading.Thread(target=watch, name="dlbs-signals", daemon=True).start()
 
 
-class _Tally:
-    """Counts the calibration's completed samples; `wait` returns when all are done."""
+class Tally:
+    """Counts completed samples; `finished` is set once `expected` are (calibration's sink)."""
 
     def __init__(self, expected: int) -> None:
         self.expected = expected
@@ -235,11 +235,15 @@ class _Tally:
         self.lock = threading.Lock()
         self.finished = threading.Event()
 
-    def add(self, ids: Sequence[int], indices: Sequence[int], answer: Any, lane: int) -> None:
+    def count(self, done: int) -> None:
         with self.lock:
-            self.done += len(ids)
+            self.done += done
             if self.done >= self.expected:
                 self.finished.set()
+
+    def add(self, ids: Sequence[int], indices: Sequence[int], answer: Any, lane: int) -> None:
+        """A lane's completed batch (the harness's `_respond`)."""
+        self.count(len(ids))
 
     def wait(self) -> None:
         self.finished.wait()
@@ -462,7 +466,7 @@ class _Harness:
         rates = []
         try:
             for round_number in range(RATE_ROUNDS + 1):
-                tally = _Tally(count)
+                tally = Tally(count)
                 self._respond = tally.add
                 start = time.perf_counter()
                 self._enqueue([0] * count, [resident[i % len(resident)] for i in range(count)])

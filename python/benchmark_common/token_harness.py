@@ -41,6 +41,7 @@ from typing import Any
 from .generation_options import GenerationOptions
 from .harness import (
     SWITCH_INTERVAL_S,
+    Tally,
     Trial,
     claim_folder,
     copy_trial_logs,
@@ -218,23 +219,14 @@ class _LoadGenSink:
             self.tokens += sum(tokens)
 
 
-class _Tally:
-    """Calibration's sink: counts completed requests; `wait` until `expected` are."""
-
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.done = 0
-        self.lock = threading.Lock()
-        self.finished = threading.Event()
+class _CalibrationTally(Tally):
+    """Calibration's sink: counts completed requests (harness.Tally)."""
 
     def first(self, ids: list[int]) -> None:
         pass
 
     def complete(self, ids: list[int], tokens: list[int]) -> None:
-        with self.lock:
-            self.done += len(ids)
-            if self.done >= self.expected:
-                self.finished.set()
+        self.count(len(ids))
 
 
 def run_token_evaluation(system: GenerationSystem, options: EvaluationOptions,
@@ -337,7 +329,7 @@ class _TokenHarness:
         count = CALIBRATION_REQUESTS_PER_SLOT * system.slots * system.replicas
         rate = 0.0
         for _ in range(CALIBRATION_ROUNDS):
-            tally = _Tally(count)
+            tally = _CalibrationTally(count)
             for reporter in self.reporters:
                 reporter.sink = tally
             began = time.perf_counter()
