@@ -480,10 +480,7 @@ class _Harness:
     # -- LoadGen's settings ------------------------------------------------------------------
     def _settings(self, calibrated: dict[str, float]) -> Any:
         lg, options = self.lg, self.options
-        settings = lg.TestSettings()
-        settings.mode = lg.TestMode.PerformanceOnly
-        settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
-        settings.min_query_count = options.min_query_count
+        settings = performance_settings(lg, options)
         # Expected latencies a little low and rates a little high: LoadGen then generates
         # more queries than the minimum duration needs, never fewer (which would make the
         # run end early and invalid).
@@ -693,14 +690,20 @@ def start_test(lg: Any, sut: Any, qsl: Any, settings: Any, folder: str, scenario
     lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
 
 
-def trial_settings(lg: Any, options: EvaluationOptions) -> Any:
-    """The settings of a max_qps trial but its rate: performance mode, its duration bounds."""
+def performance_settings(lg: Any, options: EvaluationOptions) -> Any:
+    """LoadGen's settings of a performance run but its scenario (duration, query count)."""
     settings = lg.TestSettings()
     settings.mode = lg.TestMode.PerformanceOnly
     settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
+    settings.min_query_count = options.min_query_count
+    return settings
+
+
+def trial_settings(lg: Any, options: EvaluationOptions) -> Any:
+    """The settings of a max_qps trial but its rate: performance mode, its duration bounds."""
+    settings = performance_settings(lg, options)
     settings.max_duration_ms = max(settings.min_duration_ms + 1, int(round(
         MAX_QPS_TRIAL_STRETCH * options.min_duration_s * 1000)))
-    settings.min_query_count = options.min_query_count
     return settings
 
 

@@ -47,6 +47,7 @@ from .harness import (
     copy_trial_logs,
     guarded,
     import_loadgen,
+    performance_settings,
     rename_trial_logs,
     search_peak,
     start_test,
@@ -345,10 +346,7 @@ class _TokenHarness:
     # -- LoadGen's settings ------------------------------------------------------------------
     def _settings(self, rate: float) -> Any:
         lg, options = self.lg, self.options
-        settings = lg.TestSettings()
-        settings.mode = lg.TestMode.PerformanceOnly
-        settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
-        settings.min_query_count = options.min_query_count
+        settings = performance_settings(lg, options)
         if self.scenario == "offline":
             settings.scenario = lg.TestScenario.Offline
             settings.use_token_latencies = True
