@@ -37,18 +37,7 @@ export DLBS_ROOT="$repo" PYTHONUNBUFFERED=1
 
 source "$repo/bench/device/setup_env.sh"
 
-{
-    date -u +"%Y-%m-%dT%H:%M:%SZ"
-    "$python" - <<'PY'
-import os, platform, torch, mlperf_loadgen  # noqa: F401
-print("python", platform.python_version(), "torch", torch.__version__,
-      "cuda", torch.version.cuda, "loadgen 6.0.17 (pinned)", "cpus", os.cpu_count())
-for index in range(torch.cuda.device_count()):
-    print("gpu", index, torch.cuda.get_device_name(index))
-PY
-    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm \
-        --format=csv,noheader || true
-} | tee "$out/environment.txt"
+source "$repo/bench/device/environment.sh"
 
 # shellcheck disable=SC2086 # EXTRA is a list of flags
 "$python" "$repo/bench/evaluation/gpu_targets.py" --out "$out" --part "${PART:-one}" \

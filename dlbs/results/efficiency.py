@@ -40,18 +40,20 @@ CPU_REASON = ("a CPU run: dlbs's peak table holds GPUs only (configs/peaks/"
 _HALF = {"float16": "fp16", "bfloat16": "bf16"}
 
 
-@functools.lru_cache(maxsize=4)
-def peak_table(path: str) -> tuple[tuple[str, re.Pattern[str], dict[str, float], str], ...]:
-    """(name, pattern, tflops by math, source) of each GPU of the table at `path`."""
-    from ruamel.yaml import YAML  # here: only GPU runs read the table; it costs start-up
+@functools.lru_cache(maxsize=8)
+def gpu_table(path: str, field: str) -> tuple[tuple[str, re.Pattern[str], Any, str], ...]:
+    """(name, pattern, value of `field`, source) of each GPU of the table at `path`."""
+    from ruamel.yaml import YAML  # here: only GPU runs read the tables; it costs start-up
 
     document = YAML(typ="safe").load(Path(path).read_text())
-    entries = []
-    for entry in document["gpus"]:
-        tflops = {str(math_): float(value) for math_, value in entry["tflops"].items()}
-        entries.append((str(entry["name"]), re.compile(entry["match"], re.IGNORECASE), tflops,
-                        str(entry["source"])))
-    return tuple(entries)
+    return tuple((str(entry["name"]), re.compile(entry["match"], re.IGNORECASE),
+                  entry[field], str(entry["source"])) for entry in document["gpus"])
+
+
+def peak_table(path: str) -> tuple[tuple[str, re.Pattern[str], dict[str, float], str], ...]:
+    """(name, pattern, tflops by math, source) of each GPU of the table at `path`."""
+    return tuple((name, pattern, {str(math_): float(value) for math_, value in tflops.items()},
+                  source) for name, pattern, tflops, source in gpu_table(path, "tflops"))
 
 
 def run_math(params: Mapping[str, Any]) -> str:

@@ -3,7 +3,7 @@
 What reports read. Lists of numbers (per-batch times, monitor series) are left out: they
 are what the summary is computed from, and a report of 100,000 experiments must not parse
 them. Lists of text (warnings) stay. The engine's values (stats.py, usage.py, energy.py,
-efficiency.py) win over keys of the same name the backend printed; LoadGen's scenario
+efficiency.py, bandwidth.py) win over keys of the same name the backend printed; LoadGen's scenario
 results and anything else the backend printed are kept as printed.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dlbs.results import efficiency, energy, stats, usage
+from dlbs.results import bandwidth, efficiency, energy, stats, usage
 
 
 def is_summary_value(value: Any) -> bool:
@@ -31,4 +31,5 @@ def summarize(params: Mapping[str, Any], results: Mapping[str, Any],
     throughput = summary.get("results.throughput")
     summary.update(energy.summarize(results, started_at, throughput))
     summary.update(efficiency.summarize(params, results, throughput))
+    summary.update(bandwidth.summarize(params, results, summary.get("results.time")))
     return summary

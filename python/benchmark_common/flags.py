@@ -107,6 +107,18 @@ def add_num_classes_flag(parser, help_text: str = "the model's number of classes
     parser.add_argument("--num_classes", type=_class_count, default=0, help=help_text)
 
 
+def take_flags(namespace: argparse.Namespace, names) -> dict:
+    """The values of `names` that a parsed namespace has, deleted from it.
+
+    A group of flags parsed into an options object of its own (the evaluation's, the
+    generation's) leaves the namespace to the backend's other options.
+    """
+    values = {name: getattr(namespace, name) for name in names if hasattr(namespace, name)}
+    for name in values:
+        delattr(namespace, name)
+    return values
+
+
 def traces_at_least(level: str, wanted: str) -> bool:
     """Whether a trace of `level` records what a trace of `wanted` records."""
     return TRACE_LEVELS.index(level) >= TRACE_LEVELS.index(wanted)

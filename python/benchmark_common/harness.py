@@ -67,7 +67,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .accuracy import AccuracyCounter, read_labels
 from .loadgen_log import LoadGenLog
@@ -178,9 +178,18 @@ def run_evaluation(system: InferenceSystem, options: EvaluationOptions, *, batch
                    warmup: int, say: Callable[[str], None],
                    abort: Callable[[BaseException], None]) -> dict[str, Any]:
     """Run `options.scenario`; return the `results.*` keys. See the module doc."""
+    return _Harness(system, options, batch_size, max(1, warmup), say, guarded(abort)).run()
+
+
+def guarded(abort: Callable[[BaseException], None]) -> Callable[[BaseException], None]:
+    """`abort` for the first failure only, and SIGTERM and SIGINT reported through it.
+
+    LoadGen's C++ code cannot be unwound: a failure in a callback or a signal while it runs
+    ends the process through `abort` (the module doc).
+    """
     abort = _once(abort)
     _watch_signals(abort)
-    return _Harness(system, options, batch_size, max(1, warmup), say, abort).run()
+    return abort
 
 
 def _once(abort: Callable[[BaseException], None]) -> Callable[[BaseException], None]:
@@ -217,8 +226,8 @@ def _watch_signals(abort: Callable[[BaseException], None]) -> None:
     threading.Thread(target=watch, name="dlbs-signals", daemon=True).start()
 
 
-class _Tally:
-    """Counts the calibration's completed samples; `wait` returns when all are done."""
+class Tally:
+    """Counts completed samples; `finished` is set once `expected` are (calibration's sink)."""
 
     def __init__(self, expected: int) -> None:
         self.expected = expected
@@ -226,11 +235,15 @@ class _Tally:
         self.lock = threading.Lock()
         self.finished = threading.Event()
 
-    def add(self, ids: Sequence[int], indices: Sequence[int], answer: Any, lane: int) -> None:
+    def count(self, done: int) -> None:
         with self.lock:
-            self.done += len(ids)
+            self.done += done
             if self.done >= self.expected:
                 self.finished.set()
+
+    def add(self, ids: Sequence[int], indices: Sequence[int], answer: Any, lane: int) -> None:
+        """A lane's completed batch (the harness's `_respond`)."""
+        self.count(len(ids))
 
     def wait(self) -> None:
         self.finished.wait()
@@ -392,17 +405,8 @@ class _Harness:
                           min_duration_s=options.min_duration_s)
 
     def _start(self, sut: Any, qsl: Any, settings: Any) -> None:
-        log_settings = self.lg.LogSettings()
-        log_settings.log_output.outdir = self.folder
-        log_settings.log_output.copy_summary_to_stdout = False
-        log_settings.log_output.prefix_with_datetime = False
-        # A trace has events per sample (about 270 bytes a sample): bounded by the latency
-        # (single_stream, multi_stream), the dataset (accuracy) or the one query (offline:
-        # 57 MB for 210,000 samples); a server at tens of thousands of samples a second
-        # (max_qps: for each rate tried) would write gigabytes.
-        log_settings.enable_trace = self.scenario not in ("server", "max_qps")
         self._serving = _Serving()
-        self.lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
+        start_test(self.lg, sut, qsl, settings, self.folder, self.scenario)
 
     # -- preparation and calibration ---------------------------------------------------------
     def _batch_sizes(self) -> list[int]:
@@ -463,7 +467,7 @@ class _Harness:
         rates = []
         try:
             for round_number in range(RATE_ROUNDS + 1):
-                tally = _Tally(count)
+                tally = Tally(count)
                 self._respond = tally.add
                 start = time.perf_counter()
                 self._enqueue([0] * count, [resident[i % len(resident)] for i in range(count)])
@@ -477,10 +481,7 @@ class _Harness:
     # -- LoadGen's settings ------------------------------------------------------------------
     def _settings(self, calibrated: dict[str, float]) -> Any:
         lg, options = self.lg, self.options
-        settings = lg.TestSettings()
-        settings.mode = lg.TestMode.PerformanceOnly
-        settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
-        settings.min_query_count = options.min_query_count
+        settings = performance_settings(lg, options)
         # Expected latencies a little low and rates a little high: LoadGen then generates
         # more queries than the minimum duration needs, never fewer (which would make the
         # run end early and invalid).
@@ -518,96 +519,33 @@ class _Harness:
         the reported one's are also copied to LoadGen's own names.
         """
         options = self.options
-        duration_s = max(options.min_duration_s, 1e-3)
-        floor = options.min_query_count / (MAX_QPS_TRIAL_STRETCH * duration_s)
-        rate = MAX_QPS_FIRST_RATE * rate_qps
-        if rate < floor:
-            raise BoundNotMet(
-                f"max_qps: {MAX_QPS_FIRST_RATE:g} of the measured rate ({rate:.4g} queries/s) "
-                f"cannot fill a trial of {MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
-                f"exp.min_query_count ({options.min_query_count}) queries: raise "
-                "exp.min_duration_s or lower exp.min_query_count")
-        step_up = MAX_QPS_FIRST_STEP_UP
-        kept: tuple[float, int, LoadGenLog, _Serving] | None = None
-        broken: float | None = None
-        tried: list[float] = []
-        what = f"{options.latency_percentile:g}th percentile latency"
-        emit_progress(f"max_qps: server trials from {rate:.4g} queries/s, each "
-                      f"{duration_s:g} to {MAX_QPS_TRIAL_STRETCH * duration_s:g} s, at most "
-                      f"{MAX_QPS_TRIALS}", scenario="max_qps", first_rate_qps=rate)
-        for trial in range(1, MAX_QPS_TRIALS + 1):
-            log = self._trial(sut, qsl, rate, trial)
-            tried.append(rate)
-            met = log.values.get("result_perf_constraints_met") is True
+
+        def trial(rate: float, number: int) -> Trial:
+            log = self._trial(sut, qsl, rate, number)
             p99 = log.results().get("results.latency_p99")
             shown = f"p99 {p99:.4g} ms" if isinstance(p99, float) else "no p99"
-            verdict = f"{rate:.6g} queries/s, {shown}: bound {'kept' if met else 'broken'}"
-            self.say(f"max_qps: trial {trial}: {verdict}; {self._serving.line()}")
-            emit_progress(f"max_qps trial {trial}: {verdict}", scenario="max_qps", trial=trial,
-                          rate_qps=rate, latency_p99=p99, bound_met=met)
-            if met and (kept is None or rate > kept[0]):
-                kept = (rate, trial, log, self._serving)
-            if not met and (broken is None or rate < broken):
-                broken = rate
-            if kept is None:
-                assert broken is not None
-                rate = broken * MAX_QPS_STEP_DOWN
-                if rate < floor:
-                    raise BoundNotMet(
-                        f"max_qps: the {what} broke the {options.latency_bound_ms:g} ms bound "
-                        f"at every rate tried ({trial} trial(s), {max(tried):.4g} down to "
-                        f"{min(tried):.4g} queries/s; a lower rate cannot fill a trial of "
-                        f"{MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
-                        f"exp.min_query_count queries): the bound cannot be met")
-            elif broken is None:
-                rate = kept[0] * step_up
-                step_up = min(2.0, 1.0 + 2.0 * (step_up - 1.0))
-            elif broken <= kept[0] * (1.0 + MAX_QPS_PRECISION):
-                break
-            else:
-                rate = math.sqrt(kept[0] * broken)
-        else:
-            if kept is None:
-                raise BoundNotMet(f"max_qps: the {what} broke the {options.latency_bound_ms:g} "
-                                  f"ms bound at every rate tried ({MAX_QPS_TRIALS} trials): "
-                                  "the bound cannot be met")
-            self.say(f"max_qps: the search stopped after {MAX_QPS_TRIALS} trials; the highest "
-                     f"rate that kept the bound is reported"
-                     + (f" (the lowest that broke it: {broken:.6g})" if broken else
-                        " (none broke it)"))
-        best_rate, best_trial, best_log, serving = kept
-        self._copy_trial(best_trial)
+            return Trial(log.values.get("result_perf_constraints_met") is True, shown,
+                         self._serving.line(), (log, self._serving), {"latency_p99": p99})
+
+        peak = search_peak(trial, rate_qps, options, self.say,
+                           f"{options.latency_percentile:g}th percentile latency",
+                           f"{options.latency_bound_ms:g} ms bound")
+        best_log, serving = peak.payload
+        copy_trial_logs(self.folder, peak.trial)
         results = self._results(best_log)
-        results["results.max_qps"] = best_rate
-        results["results.target_qps"] = best_rate
-        results["results.max_qps_trials"] = len(tried)
+        results["results.max_qps"] = peak.rate
+        results["results.target_qps"] = peak.rate
+        results["results.max_qps_trials"] = peak.trials
         return results, serving
 
     def _trial(self, sut: Any, qsl: Any, rate: float, trial: int) -> LoadGenLog:
         """One server run at `rate` for max_qps; its logs renamed `trial<N>_mlperf_log_*`."""
-        lg, options = self.lg, self.options
-        settings = lg.TestSettings()
-        settings.mode = lg.TestMode.PerformanceOnly
-        settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
-        settings.max_duration_ms = max(settings.min_duration_ms + 1, int(round(
-            MAX_QPS_TRIAL_STRETCH * options.min_duration_s * 1000)))
-        settings.min_query_count = options.min_query_count
+        settings = trial_settings(self.lg, self.options)
         self._server(settings, rate)
         self._start(sut, qsl, settings)
         log = LoadGenLog(self.folder)
-        for name in os.listdir(self.folder):
-            if name.startswith("mlperf_log_"):
-                os.replace(os.path.join(self.folder, name),
-                           os.path.join(self.folder, f"trial{trial}_{name}"))
+        rename_trial_logs(self.folder, trial)
         return log
-
-    def _copy_trial(self, trial: int) -> None:
-        """The reported trial's logs under LoadGen's own names too (its summary, say)."""
-        prefix = f"trial{trial}_"
-        for name in os.listdir(self.folder):
-            if name.startswith(prefix + "mlperf_log_"):
-                shutil.copyfile(os.path.join(self.folder, name),
-                                os.path.join(self.folder, name[len(prefix):]))
 
     # -- results -----------------------------------------------------------------------------
     def _results(self, log: LoadGenLog | None = None) -> dict[str, Any]:
@@ -737,6 +675,145 @@ class _Harness:
                                                              length * data.itemsize))
         self.lg.QuerySamplesComplete(responses)
         del buffers  # LoadGen has copied the data
+
+
+def start_test(lg: Any, sut: Any, qsl: Any, settings: Any, folder: str, scenario: str) -> None:
+    """One LoadGen run, its logs in `folder` (LoadGen's names); returns when it is over."""
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = folder
+    log_settings.log_output.copy_summary_to_stdout = False
+    log_settings.log_output.prefix_with_datetime = False
+    # A trace has events per sample (about 270 bytes a sample): bounded by the latency
+    # (single_stream, multi_stream), the dataset (accuracy) or the one query (offline:
+    # 57 MB for 210,000 samples); a server at tens of thousands of samples a second
+    # (max_qps: for each rate tried) would write gigabytes.
+    log_settings.enable_trace = scenario not in ("server", "max_qps")
+    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
+
+
+def performance_settings(lg: Any, options: EvaluationOptions) -> Any:
+    """LoadGen's settings of a performance run but its scenario (duration, query count)."""
+    settings = lg.TestSettings()
+    settings.mode = lg.TestMode.PerformanceOnly
+    settings.min_duration_ms = max(1, int(round(options.min_duration_s * 1000)))
+    settings.min_query_count = options.min_query_count
+    return settings
+
+
+def trial_settings(lg: Any, options: EvaluationOptions) -> Any:
+    """The settings of a max_qps trial but its rate: performance mode, its duration bounds."""
+    settings = performance_settings(lg, options)
+    settings.max_duration_ms = max(settings.min_duration_ms + 1, int(round(
+        MAX_QPS_TRIAL_STRETCH * options.min_duration_s * 1000)))
+    return settings
+
+
+def rename_trial_logs(folder: str, trial: int) -> None:
+    """A max_qps trial's logs (LoadGen's names) renamed `trial<N>_mlperf_log_*`."""
+    for name in os.listdir(folder):
+        if name.startswith("mlperf_log_"):
+            os.replace(os.path.join(folder, name), os.path.join(folder, f"trial{trial}_{name}"))
+
+
+def copy_trial_logs(folder: str, trial: int) -> None:
+    """The reported trial's logs under LoadGen's own names too (its summary, say)."""
+    prefix = f"trial{trial}_"
+    for name in os.listdir(folder):
+        if name.startswith(prefix + "mlperf_log_"):
+            shutil.copyfile(os.path.join(folder, name), os.path.join(folder, name[len(prefix):]))
+
+
+class Trial(NamedTuple):
+    """One max_qps trial, as `search_peak` reads it."""
+
+    #: Whether it kept the bound.
+    met: bool
+    #: A few words on its latency, for its progress note and the log ("p99 4.1 ms").
+    shown: str
+    #: A few words on how it was served, for the log.
+    served: str
+    #: What the caller keeps of it (its log, say).
+    payload: Any
+    #: The progress note's fields for programs ({"latency_p99": 4.1}).
+    fields: dict
+
+
+class Peak:
+    """What `search_peak` found.
+
+    The highest rate that kept the bound, its trial's number and payload, and how many
+    trials the search made.
+    """
+
+    def __init__(self, rate: float, trial: int, payload: Any, trials: int) -> None:
+        self.rate = rate
+        self.trial = trial
+        self.payload = payload
+        self.trials = trials
+
+
+def search_peak(trial: Callable[[float, int], Trial], calibrated: float,
+                options: EvaluationOptions, say: Callable[[str], None], what: str,
+                bound: str) -> Peak:
+    """The highest server rate whose trial keeps the bound (module doc, max_qps).
+
+    `trial(rate, number)` runs one server trial (a `Trial`). Raises BoundNotMet when no
+    rate tried keeps the bound. `what` and `bound` name them in messages ("99th percentile
+    latency", "15 ms bound").
+    """
+    duration_s = max(options.min_duration_s, 1e-3)
+    floor = options.min_query_count / (MAX_QPS_TRIAL_STRETCH * duration_s)
+    rate = MAX_QPS_FIRST_RATE * calibrated
+    if rate < floor:
+        raise BoundNotMet(
+            f"max_qps: {MAX_QPS_FIRST_RATE:g} of the measured rate ({rate:.4g} queries/s) "
+            f"cannot fill a trial of {MAX_QPS_TRIAL_STRETCH:g} x exp.min_duration_s with "
+            f"exp.min_query_count ({options.min_query_count}) queries: raise "
+            "exp.min_duration_s or lower exp.min_query_count")
+    step_up = MAX_QPS_FIRST_STEP_UP
+    kept: tuple[float, int, Any] | None = None
+    broken: float | None = None
+    tried: list[float] = []
+    emit_progress(f"max_qps: server trials from {rate:.4g} queries/s, each "
+                  f"{duration_s:g} to {MAX_QPS_TRIAL_STRETCH * duration_s:g} s, at most "
+                  f"{MAX_QPS_TRIALS}", scenario="max_qps", first_rate_qps=rate)
+    for number in range(1, MAX_QPS_TRIALS + 1):
+        found = trial(rate, number)
+        met, payload = found.met, found.payload
+        tried.append(rate)
+        verdict = f"{rate:.6g} queries/s, {found.shown}: bound {'kept' if met else 'broken'}"
+        say(f"max_qps: trial {number}: {verdict}; {found.served}")
+        emit_progress(f"max_qps trial {number}: {verdict}", scenario="max_qps", trial=number,
+                      rate_qps=rate, **found.fields, bound_met=met)
+        if met and (kept is None or rate > kept[0]):
+            kept = (rate, number, payload)
+        if not met and (broken is None or rate < broken):
+            broken = rate
+        if kept is None:
+            assert broken is not None
+            rate = broken * MAX_QPS_STEP_DOWN
+            if rate < floor:
+                raise BoundNotMet(
+                    f"max_qps: the {what} broke the {bound} at every rate tried ({number} "
+                    f"trial(s), {max(tried):.4g} down to {min(tried):.4g} queries/s; a lower "
+                    f"rate cannot fill a trial of {MAX_QPS_TRIAL_STRETCH:g} x "
+                    f"exp.min_duration_s with exp.min_query_count queries): the bound cannot "
+                    "be met")
+        elif broken is None:
+            rate = kept[0] * step_up
+            step_up = min(2.0, 1.0 + 2.0 * (step_up - 1.0))
+        elif broken <= kept[0] * (1.0 + MAX_QPS_PRECISION):
+            break
+        else:
+            rate = math.sqrt(kept[0] * broken)
+    else:
+        if kept is None:
+            raise BoundNotMet(f"max_qps: the {what} broke the {bound} at every rate tried "
+                              f"({MAX_QPS_TRIALS} trials): the bound cannot be met")
+        say(f"max_qps: the search stopped after {MAX_QPS_TRIALS} trials; the highest rate that "
+            "kept the bound is reported"
+            + (f" (the lowest that broke it: {broken:.6g})" if broken else " (none broke it)"))
+    return Peak(kept[0], kept[1], kept[2], len(tried))
 
 
 def _ns(milliseconds: float) -> int:

@@ -3,7 +3,9 @@
 Each line of the detail log is `:::MLLOG {json}` with a `key` and a `value`; the `result_*`
 keys of the run LoadGen reports come last.
 Latencies there are nanoseconds; the keys this module returns are in milliseconds, as
-docs/backends/protocol.md section 4 says.
+docs/backends/protocol.md section 4 says. A run with token latencies (LLMs) also has the time
+to first token (`results.ttft_*`), the time per output token (`results.tpot_*`) and tokens
+per second (`results.tokens_per_second`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ SUMMARY_LOG = "mlperf_log_summary.txt"
 PERCENTILES = (("latency_p50", "50.00"), ("latency_p90", "90.00"), ("latency_p95", "95.00"),
                ("latency_p99", "99.00"), ("latency_p999", "99.90"))
 
+#: Token latencies: results.<name>_mean and _<percentile> <- the detail log's keys.
+TOKEN_LATENCIES = (("ttft", "result_first_token_mean_latency_ns",
+                    "result_first_token_{}_percentile_latency_ns"),
+                   ("tpot", "result_time_to_output_token_mean",
+                    "result_time_per_output_token_{}_percentile_ns"))
+#: Tokens per second: completed ones (server), or all of the run's (offline).
+TOKEN_RATES = ("result_completed_tokens_per_second", "result_tokens_per_second")
 
 #: LoadGen's checks of a run (detail-log keys, false when the check failed) and their words.
 INVALID_CHECKS = (("result_min_duration_met", "min duration not met"),
@@ -73,6 +82,7 @@ class LoadGenLog:
             qps = per_query * samples_per_query if per_query is not None else None
         if qps is not None:
             found["results.qps"] = qps
+        found.update(self._token_results())
         count = values.get("result_query_count")
         if isinstance(count, int):
             found["results.num_samples"] = count * samples_per_query
@@ -82,12 +92,33 @@ class LoadGenLog:
                 found["results.loadgen_invalid_reasons"] = self.invalid_reasons()
         return found
 
+    def _token_results(self) -> dict[str, Any]:
+        """The token latencies (ms) and tokens per second, where the run measured them."""
+        values = self.values
+        found: dict[str, Any] = {}
+        for name, mean_key, percentile_key in TOKEN_LATENCIES:
+            mean = values.get(mean_key)
+            if isinstance(mean, (int, float)) and not isinstance(mean, bool):
+                found[f"results.{name}_mean"] = mean / 1e6
+            for suffix, percentile in PERCENTILES:
+                value = values.get(percentile_key.format(percentile))
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    found[f"results.{name}{suffix[len('latency'):]}"] = value / 1e6
+        rate = _first_number(values, *TOKEN_RATES)
+        if rate is not None:
+            found["results.tokens_per_second"] = rate
+        return found
+
     def invalid_reasons(self) -> list[str]:
         """Why LoadGen judged its run INVALID: each of its checks that failed, in words."""
         reasons = [reason for key, reason in INVALID_CHECKS if self.values.get(key) is False]
-        detail = self.values.get("early_stopping_result")
-        if self.values.get("early_stopping_met") is False and isinstance(detail, str) and detail:
-            reasons.append(f"early stopping: {detail.strip()}")
+        if self.values.get("early_stopping_met") is False:
+            for key, what in (("early_stopping_result", "early stopping"),
+                              ("early_stopping_ttft_result", "early stopping (TTFT)"),
+                              ("early_stopping_tpot_result", "early stopping (TPOT)")):
+                detail = self.values.get(key)
+                if isinstance(detail, str) and detail.strip():
+                    reasons.append(f"{what}: {' '.join(detail.split())}")
         return reasons or [f"LoadGen's validity: {self.values.get('result_validity')}"]
 
 

@@ -12,7 +12,7 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-from .flags import FlagError
+from .flags import FlagError, take_flags
 
 #: `benchmark` is the backend's own timed loop; the others run through LoadGen.
 SCENARIOS = ("benchmark", "single_stream", "multi_stream", "server", "offline", "max_qps",
@@ -103,10 +103,7 @@ def add_evaluation_flags(parser: argparse.ArgumentParser) -> None:
 
 def evaluation_options(namespace: argparse.Namespace) -> EvaluationOptions:
     """Take the evaluation flags out of a parsed namespace (deleting them) and check them."""
-    values = {name: getattr(namespace, name) for name in _FLAGS if hasattr(namespace, name)}
-    for name in values:
-        delattr(namespace, name)
-    options = EvaluationOptions(**values)
+    options = EvaluationOptions(**take_flags(namespace, _FLAGS))
     check(options)
     return options
 

@@ -129,7 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology = distributed.topology_from_env()
         if topology.is_main:
             emit("results.start_time", start_time)
-        if opts.evaluation.is_evaluation:
+        from pytorch_benchmarks.generation.setup import is_decoder
+
+        if opts.forward_only and is_decoder(opts.model):
+            from pytorch_benchmarks.generation.system import generate
+
+            results = generate(opts, topology, _abort)
+        elif opts.evaluation.is_evaluation:
             from pytorch_benchmarks.evaluation import evaluate
 
             results = evaluate(opts, topology, _abort)

@@ -17,6 +17,11 @@ from benchmark_common.flags import (
     parse_bool,
     parse_dtype,
 )
+from benchmark_common.generation_options import (
+    GenerationOptions,
+    add_generation_flags,
+    generation_options,
+)
 from benchmark_common.options import EvaluationOptions, add_evaluation_flags, evaluation_options
 
 from .trace_flags import TraceOptions, add_trace_flags, trace_options
@@ -85,6 +90,8 @@ class Options(ProtocolOptions):
     data_parallel: str
     #: The evaluation flags (--scenario, --weights, ...: docs/evaluation.md).
     evaluation: EvaluationOptions = EvaluationOptions()
+    #: The LLM generation flags (--token_lengths, --input_tokens, ...: docs/llm-serving.md).
+    generation: GenerationOptions = GenerationOptions()
     #: The tracing flags (--trace_level, ...: docs/tracing.md).
     trace: TraceOptions = TraceOptions()
 
@@ -228,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="several replicas: FSDP2 (fully_shard, transformers only) or DDP; "
                         "auto: fsdp for transformers, ddp for the other models")
     add_evaluation_flags(p)
+    add_generation_flags(p)
     add_trace_flags(p)
     return p
 
@@ -238,8 +246,9 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     if ns.device == "cuda":
         ns.device = "gpu"
     evaluation = evaluation_options(ns)
+    generation = generation_options(ns)
     trace = trace_options(ns, ns.device)
-    opts = Options(**vars(ns), evaluation=evaluation, trace=trace)
+    opts = Options(**vars(ns), evaluation=evaluation, generation=generation, trace=trace)
     if trace.enabled and evaluation.is_evaluation:
         raise FlagError("--trace_level traces the benchmark's own loop, not a --scenario "
                         "or --predict")

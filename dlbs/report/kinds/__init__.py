@@ -25,8 +25,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "weak": ("dlbs.report.kinds.weak", "the same replica batch across GPU counts"),
     "strong": ("dlbs.report.kinds.strong", "the same effective batch across GPU counts"),
     "pivot": ("dlbs.report.kinds.pivot", "--value by --rows and --cols"),
-    "latency": ("dlbs.report.kinds.latency",
-                "the LoadGen performance scenarios (docs/evaluation.md)"),
+    "latency": ("dlbs.report.kinds.token_latency",
+                "the LoadGen performance scenarios (docs/evaluation.md), and the decoders' "
+                "token latencies (docs/llm-serving.md)"),
     "accuracy": ("dlbs.report.kinds.accuracy", "the accuracy scenario (docs/evaluation.md)"),
 }
 NAMES = tuple(KINDS)
