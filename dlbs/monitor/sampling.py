@@ -239,12 +239,14 @@ class Sampler:
         if self._thread is not None:
             raise RuntimeError("this monitor was started already")
         self._workload = workload
+        if self._marks is not None:
+            # Before the counters open (NVML's init takes a second or more on a GPU machine):
+            # a mark the backend prints meanwhile is still seen, and read once they are open.
+            self._marks.start()
         self._open_counters()
         if self.marks_only and self._gpu_query is None and self._rapl is None:
             self._marks = None  # no counter to read at the marks: `energy_unavailable` says why
             self._stop.set()
-        if self._marks is not None:
-            self._marks.start()
         self._started_at = time.monotonic()
         self._started_epoch = time.time()
         self._thread = threading.Thread(target=self._run, name="dlbs-monitor", daemon=True)

@@ -95,6 +95,22 @@ def job_environment(environments: Mapping[str, Any],
     return environment
 
 
+def on_attempt_clock(series: Mapping[str, Any], offset: float) -> dict[str, Any]:
+    """A monitor's series with `time` counted from the attempt's start, not the monitor's.
+
+    `offset` is the monitor's start minus the attempt's, seconds (wall clock): a monitor
+    starts after its attempt (the process spawned, NVML opened: over a second on a GPU
+    machine), and the backend's marks are placed on the attempt's clock (results.usage).
+    """
+    moved: dict[str, Any] = {key: list(values) if isinstance(values, list) else values
+                             for key, values in series.items()}
+    times = series.get("time")
+    if isinstance(times, list):
+        moved["time"] = [t if not isinstance(t, int | float) or isinstance(t, bool)
+                         else round(offset + float(t), 4) for t in times]
+    return moved
+
+
 def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, Any]:
     """`results.use.*` from the nodes' monitors; `attempt_start` is the epoch of its start."""
     nodes: dict[str, dict[str, Any]] = {}
@@ -106,11 +122,10 @@ def job_usage(monitors: Mapping[str, Any], attempt_start: float) -> dict[str, An
         if not isinstance(series, dict) or not isinstance(series.get("time"), list):
             continue
         offset = float(data.get("start") or attempt_start) - attempt_start
-        rebased: dict[str, Any] = {key: list(values) for key, values in series.items()
-                                   if isinstance(values, list)}
+        rebased = on_attempt_clock({key: values for key, values in series.items()
+                                    if isinstance(values, list)}, offset)
         if isinstance(series.get(ENERGY_UNAVAILABLE), str):  # why there is no energy series
             rebased[ENERGY_UNAVAILABLE] = series[ENERGY_UNAVAILABLE]
-        rebased["time"] = [round(offset + float(t), 4) for t in series["time"]]
         nodes[name] = rebased
         periods.append(float(data.get("frequency") or 0))
         prefix = f"{name}: " if len(monitors) > 1 else ""

@@ -13,6 +13,7 @@ from typing import Any
 from dlbs.errors import LaunchError
 from dlbs.run import marks
 from dlbs.run.follow import LogFollower
+from dlbs.run.job_results import on_attempt_clock
 from dlbs.run.logs import append_to_log
 from dlbs.run.outcome import Outcome
 from dlbs.run.recording import Attempt, Job
@@ -51,6 +52,8 @@ def attempt_work(attempt: Attempt, stop: threading.Event
                                          f"{attempt.log_path}: {error.strerror or error}")
         finally:
             usage = monitor.stop() if monitor else {}
+        if monitor is not None and monitor.started_epoch:
+            usage = on_attempt_clock(usage, monitor.started_epoch - attempt.started_epoch)
         return outcome, usage, list(monitor.warnings) if monitor else []
 
     return work

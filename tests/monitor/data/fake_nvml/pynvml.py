@@ -62,6 +62,9 @@ def _trouble(name):
 
 def nvmlInit():
     _trouble("nvmlInit")
+    # A real driver's init takes a second or more on a GPU machine (an H200: the monitor
+    # started 1.5 s after its attempt, and the marks' readings fell outside the interval).
+    time.sleep(float(os.environ.get("FAKE_NVML_INIT_SECONDS", "0")))
     message = os.environ.get("FAKE_NVML_INIT_ERROR")
     if message:
         raise NVMLError(1, message)
