@@ -88,7 +88,10 @@ def monitor_alone(gpus: str, seconds: float) -> dict[str, Any]:
             "monitor_cpu_pct_of_a_core": 100.0 * (busy - idle) / seconds,
             "mark_to_reading_s": seen if series.get("time") else None,
             "series": sorted(series), "energy_unavailable": monitor.energy_unavailable,
-            "warnings": monitor.warnings}
+            "warnings": monitor.warnings,
+            # The readings themselves: a counter that answers NaN still makes a series.
+            "readings": {name: values for name, values in series.items()
+                         if name in ("time", "gpu_energy", "cpu_energy")}}
 
 
 def dlbs_run(args: argparse.Namespace, energy: bool, log: Any) -> None:
@@ -126,7 +129,14 @@ def runs(out: Path) -> list[dict[str, Any]]:
             "energy_unavailable": values.get("results.energy_unavailable"),
             "power_avg_w": values.get("results.power_avg_w"),
             "energy_per_sample_j": values.get("results.energy_per_sample_j"),
-            "use_keys": sorted(k for k in values if k.startswith("results.use."))})
+            "use_keys": sorted(k for k in values if k.startswith("results.use.")),
+            # What the monitor stored and the marks it was read against: a run without its
+            # energy says why from these (results.json).
+            "use_series": {k: values[k] for k in ("results.use.time", "results.use.gpu_energy",
+                                                  "results.use.cpu_energy",
+                                                  "results.use.warnings") if k in values},
+            "marks": [values.get("results.timed_start"), values.get("results.timed_end")],
+            "started_at": attempt.started_at})
     return found
 
 

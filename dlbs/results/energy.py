@@ -142,6 +142,18 @@ def _finite_points(times: Sequence[Any], values: Sequence[Any]) -> list[tuple[fl
             if _finite(t) and _finite(v)]
 
 
+def _readings_seen(times: Sequence[Any], values: Sequence[Any]) -> str:
+    """What a counter's readings were, for the reason it could not be read.
+
+    A run whose energy is missing then says why from its own row: how many readings, which
+    were numbers, when.
+    """
+    points = _finite_points(times, values)
+    listed = ", ".join(f"{t:.6g}" for t, _ in points[:4]) + (" ..." if len(points) > 4 else "")
+    where = f" at {listed} s" if points else ""
+    return f"{len(points)} of its {len(values)} readings are numbers{where}"
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -176,7 +188,8 @@ class _Node:
             first, last = counter_at(times, counter, start), counter_at(times, counter, end)
             if first is None or last is None:
                 self.warnings.append(f"the {source} has no readings around both ends of the "
-                                     "timed interval")
+                                     f"timed interval ({_readings_seen(times, counter)}; the "
+                                     f"interval {start:.6g} to {end:.6g} s)")
                 break
             if last < first:
                 self.reason = (f"the {source} went back over the timed interval ({first:.6g} "
