@@ -58,14 +58,19 @@ class NvmlGpus:
     program = "NVML"
 
     def __init__(self, gpus: tuple, library: object, handles: dict,
-                 worker: BoundedWorker, timeout: float = QUERY_TIMEOUT) -> None:
+                 worker: BoundedWorker, timeout: float = QUERY_TIMEOUT,
+                 energy_only: bool = False) -> None:
         self.gpus = gpus
         self.library = library
         self.notes: list = []
         self.timeout = timeout
+        #: Read the energy counter alone (the energy at the marks: nothing else is kept, and
+        #: a level the GPU or the driver will not give must not cost the counter's reading).
+        self.energy_only = energy_only
         self._handles = handles
         self._worker = worker
         self._no_counter: set = set()
+        self._unreadable: set = set()
         self._memory_v2 = getattr(library, "nvmlMemory_v2", None)
 
     def query(self, stop: threading.Event | None = None) -> dict:
@@ -110,9 +115,13 @@ class NvmlGpus:
 
     def _read(self, gpu: str, handle: object) -> GpuReading:
         nvml = self.library
-        utilization = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)  # type: ignore[attr-defined]
-        memory = float(self._memory_used(handle)) / float(1 << 20)
-        power = self._optional(nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0  # type: ignore[attr-defined]
+        utilization = memory = power = math.nan
+        if not self.energy_only:
+            utilization = self._level(gpu, "utilization", lambda: float(
+                nvml.nvmlDeviceGetUtilizationRates(handle).gpu))  # type: ignore[attr-defined]
+            memory = self._level(gpu, "memory", lambda: float(
+                self._memory_used(handle)) / float(1 << 20))
+            power = self._optional(nvml.nvmlDeviceGetPowerUsage, handle) / 1000.0  # type: ignore[attr-defined]
         energy = math.nan
         if gpu not in self._no_counter:
             energy = self._optional(nvml.nvmlDeviceGetTotalEnergyConsumption,  # type: ignore[attr-defined]
@@ -122,6 +131,20 @@ class NvmlGpus:
                 self.notes.append(f"GPU {gpu} has no NVML energy counter: "
                                   "its energy is the integral of its power")
         return GpuReading(gpu, utilization, memory, power, energy)
+
+    def _level(self, gpu: str, name: str, read: object) -> float:
+        """One level of a GPU (utilization, memory), NaN where NVML refuses it.
+
+        A refusal is said once per GPU and level; the other readings of the sample, the
+        energy counter's among them, are kept.
+        """
+        try:
+            return read()  # type: ignore[operator]
+        except _nvml_error(self.library) as error:
+            if (gpu, name) not in self._unreadable:
+                self._unreadable.add((gpu, name))
+                self.notes.append(f"GPU {gpu}: NVML gives no {name}: {_reason(error)}")
+            return math.nan
 
     def _memory_used(self, handle: object) -> int:
         # Version 2 leaves out the memory the driver reserves, as nvidia-smi's memory.used.
@@ -168,11 +191,12 @@ def _shutdown(nvml: object, worker: BoundedWorker) -> None:
 
 
 def open_nvml(gpus: tuple, library: object = AUTO,
-              timeout: float = QUERY_TIMEOUT) -> tuple:
+              timeout: float = QUERY_TIMEOUT, energy_only: bool = False) -> tuple:
     """(NvmlGpus for `gpus`, None) when NVML answers for each of them, else (None, reason).
 
     `library` is the pynvml module (AUTO: import it; None: do not use NVML); `timeout` the
-    seconds that starting NVML, and each query later, may take.
+    seconds that starting NVML, and each query later, may take; `energy_only`: its queries
+    read the energy counters alone (NvmlGpus).
     """
     if library == AUTO:
         library = import_nvml()
@@ -208,4 +232,5 @@ def open_nvml(gpus: tuple, library: object = AUTO,
     except Exception as error:  # noqa: BLE001 - no driver, no library, a wrong binding
         worker.close()
         return None, f"NVML: {_reason(error)}"
-    return NvmlGpus(tuple(gpus), nvml, handles, worker, timeout), None  # type: ignore[arg-type]
+    return NvmlGpus(tuple(gpus), nvml, handles, worker, timeout,  # type: ignore[arg-type]
+                    energy_only), None

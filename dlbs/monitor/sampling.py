@@ -263,7 +263,8 @@ class Sampler:
     def _open_counters(self) -> None:
         """Choose the GPU query (NVML, else nvidia-smi) or, without GPUs, open RAPL."""
         if self.gpus:
-            nvml, reason = open_nvml(self.gpus, self._nvml, self._query_timeout)
+            nvml, reason = open_nvml(self.gpus, self._nvml, self._query_timeout,
+                                     energy_only=self.marks_only)
             if nvml is not None:
                 self._gpu_query = nvml  # type: ignore[assignment]
                 return

@@ -65,6 +65,18 @@ def test_the_installed_binding_is_imported_by_name(spawn, fake_nvml, monkeypatch
     assert monitor.warnings == []
 
 
+def test_a_level_nvml_refuses_leaves_the_other_readings(spawn, fake_nvml, monkeypatch):
+    # A virtual machine's driver may refuse utilization or memory: those series are NaN, said
+    # once, and the power and the energy counter of the same samples are kept.
+    monkeypatch.setenv("FAKE_NVML_NOT_SUPPORTED",
+                       "nvmlDeviceGetUtilizationRates,nvmlDeviceGetMemoryInfo")
+    series, monitor = sample(spawn, seconds=0.3, gpus=["0"], nvml=fake_nvml)
+    assert "gpu_util" not in series and "gpu_mem" not in series   # no reading: no series
+    assert series["gpu_power"][0] == 400.0 and series["gpu_energy"][-1] > 0
+    assert monitor.warnings == ["GPU 0: NVML gives no utilization: Not Supported",
+                                "GPU 0: NVML gives no memory: Not Supported"]
+
+
 def test_a_gpu_without_an_energy_counter(spawn, fake_nvml, monkeypatch):
     monkeypatch.setenv("FAKE_NVML_NO_ENERGY", "1")
     series, monitor = sample(spawn, seconds=0.3, gpus=["0"], nvml=fake_nvml)

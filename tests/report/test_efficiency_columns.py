@@ -72,15 +72,20 @@ DEFAULTS = ("-P", "exp.num_batches=20", "-P", "dummy.sleep=0.05")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("init_seconds", ["0", "1.5"])
+@pytest.mark.parametrize("init_seconds,refused", [
+    ("0", ""), ("1.5", ""),
+    ("0", "nvmlDeviceGetUtilizationRates,nvmlDeviceGetMemoryInfo,nvmlDeviceGetPowerUsage")])
 def test_every_gpu_row_has_its_energy_without_sampling(tmp_path: Path, dlbs: Any,
-                                                        init_seconds: str) -> None:
+                                                        init_seconds: str, refused: str) -> None:
     # NVML's init delays the monitor's start after its attempt's (1.5 s: more than the reach
     # of a reading around a mark): the readings are placed on the attempt's clock.
     # The backend's warm-up outlasts the init, as a GPU's start does (a model built, cuDNN
-    # tuned): its first mark comes once the counters are open.
+    # tuned): its first mark comes once the counters are open. A driver that refuses the
+    # levels (utilization, memory, power: a virtual machine's) still gives the counter, which
+    # is all the marks read.
     env = {"PYTHONPATH": os.pathsep.join([str(FAKE_NVML), str(REPO)]),
-           "FAKE_NVML_GPUS": "0:400,1:300", "FAKE_NVML_INIT_SECONDS": init_seconds}
+           "FAKE_NVML_GPUS": "0:400,1:300", "FAKE_NVML_INIT_SECONDS": init_seconds,
+           "FAKE_NVML_NOT_SUPPORTED": refused}
     warmup = ("-P", f"exp.num_warmup_batches={1 + int(float(init_seconds) / 0.05 * 1.5)}")
     result = dummy_run(tmp_path / "logs", "-P", "exp.gpus=0,1", *DEFAULTS, *warmup, env=env)
     assert result.returncode == 0, result.stderr
@@ -93,9 +98,13 @@ def test_every_gpu_row_has_its_energy_without_sampling(tmp_path: Path, dlbs: Any
     assert not [key for key in results if key.startswith("results.use.") and key not in (
         "results.use.time", "results.use.gpu_energy", "results.use.gpu0_energy",
         "results.use.gpu1_energy")]
+    # The energy is the counters' over the marked interval, which holds the timed batches
+    # and the loop's steps between them (a few ms; more on a loaded machine).
     timed = sum(results["results.time_data"]) / 1000.0
+    interval = results["results.energy_interval_s"]
+    assert timed <= interval + 0.005 and interval == pytest.approx(timed, rel=0.1)
     assert results["results.energy_source"] == "nvml counter"
-    assert results["results.energy_j"] == pytest.approx(700.0 * timed, rel=0.02)
+    assert results["results.energy_j"] == pytest.approx(700.0 * interval, rel=0.02)
     assert results["results.power_avg_w"] == pytest.approx(700.0, rel=0.02)
     report = dlbs("report", str(tmp_path / "logs" / "results.db"), "--type", "efficiency",
                   "--format", "json")

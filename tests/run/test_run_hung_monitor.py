@@ -60,7 +60,9 @@ def _hung(tmp_path: Path, call: str) -> bool:
 
 
 @pytest.mark.parametrize(("hung", "sampling"), [
-    (ENERGY_READ, ()), ("nvmlInit", ()), ("nvmlDeviceGetUtilizationRates", ()),
+    (ENERGY_READ, ()), ("nvmlInit", ()),
+    # Utilization is read by the sampled series only (the marks read the counters alone).
+    ("nvmlDeviceGetUtilizationRates", ("-P", "monitor.frequency=0.1")),
     (ENERGY_READ, ("-P", "monitor.frequency=0.1")), ("nvmlShutdown", ()),
 ])
 def test_dlbs_run_ends_with_its_benchmark(tmp_path, hung, sampling):

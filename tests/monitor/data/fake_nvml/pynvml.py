@@ -58,6 +58,9 @@ def _trouble(name):
     wanted, _, exception = os.environ.get("FAKE_NVML_RAISE", "").partition(":")
     if wanted == name:
         raise getattr(builtins, exception)(f"{name} broke")
+    # What a virtual machine's driver may refuse (a passed-through GPU without utilization).
+    if name in os.environ.get("FAKE_NVML_NOT_SUPPORTED", "").split(","):
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED, "Not Supported")
 
 
 def nvmlInit():
