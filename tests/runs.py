@@ -21,7 +21,9 @@ ends; what a crashed run left, the next run removes:
 - Its containers and SLURM jobs: a test's containers mount folders of its tmp_path and its
   jobs run there, so they name the run; the first test of a worker that takes the Docker
   Engine, Podman or SLURM removes those of runs that are over (`sweep_containers`,
-  `sweep_jobs`), and the containers of the test image that a dead dlbs left stopped.
+  `sweep_jobs`), and the containers of the test image that a dead dlbs left stopped. The
+  jobs a test leaves in its tmp_path are cancelled when it ends (`cancel_jobs_in`): the
+  next test finds both nodes free.
 
 What is made once from the sources and checked against them on each run (the venv, the test
 image, with its fingerprint, bytecode, pytest's rewritten test modules, Matplotlib's font
@@ -291,11 +293,40 @@ def _age_s(created: str) -> float:
     return time.time() - calendar.timegm(time.strptime(found.group(1), "%Y-%m-%dT%H:%M:%S"))
 
 
-def sweep_jobs() -> None:
-    """Cancel the SLURM jobs that runs which are over left: their folder or script is theirs."""
+def _jobs() -> list[tuple[str, str]]:
+    """(job id, `<work dir>|<command>`) of every job SLURM still lists."""
     listed = subprocess.run(["squeue", "-h", "-o", "%i|%Z|%o"], capture_output=True,
                             text=True, timeout=30, check=False)
-    over = [line.split("|", 1)[0] for line in listed.stdout.splitlines()
-            if "|" in line and _runs_over_in(line.split("|", 1)[1])]
+    return [(line.split("|", 1)[0], line.split("|", 1)[1])
+            for line in listed.stdout.splitlines() if "|" in line]
+
+
+def sweep_jobs() -> None:
+    """Cancel the SLURM jobs that runs which are over left: their folder or script is theirs."""
+    over = [job for job, where in _jobs() if _runs_over_in(where)]
     if over:
         subprocess.run(["scancel", *over], capture_output=True, timeout=30, check=False)
+
+
+def cancel_jobs_in(folder: Path, limit: float = 60.0) -> list[str]:
+    """Cancel the jobs whose folder or script is in `folder`, and wait until SLURM lists none.
+
+    A test's jobs run in its tmp_path. One it leaves queued or running (a sweep it stopped
+    with slurm.on_interrupt: keep, a job whose id it replaced in a store) would hold a node
+    of the two while the next test runs, whose jobs then wait for it (a minute-long job left
+    by an adoption test made the out-of-memory test's batch 16 wait behind batch 8, so
+    that it was cancelled as queued). Returns the jobs cancelled.
+    """
+    prefix = f"{folder}/"
+
+    def left() -> list[str]:
+        return [job for job, where in _jobs()
+                if any(f"{part}/".startswith(prefix) for part in where.split("|"))]
+
+    found = left()
+    if found:
+        subprocess.run(["scancel", *found], capture_output=True, timeout=30, check=False)
+        deadline = time.monotonic() + limit
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return found

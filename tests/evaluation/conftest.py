@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +25,22 @@ def run_dlbs(dlbs_cli, tmp_path: Path):
                         env={"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""})
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def signals_as_they_were() -> Iterator[None]:
+    """The wakeup fd an in-process evaluation set is taken back when its test ends.
+
+    The harness reports SIGTERM and SIGINT through the wakeup fd and a thread of its own, once
+    a process (benchmark_common.harness.guarded): in a pytest worker it outlived the test, and
+    a later test's Ctrl-C reached that test's `abort` instead of its own handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(before)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(before)

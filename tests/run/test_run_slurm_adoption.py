@@ -160,5 +160,6 @@ def test_a_ctrl_c_cancels_only_the_adopted_jobs(tmp_path, slurm_cluster):
         assert _state(foreign) == "PENDING"  # never adopted, so never cancelled
         wait_until(lambda: _state(own) in ("CANCELLED", "GONE"),
                    "the adopted job was not cancelled", limit=60)
-    finally:
-        subprocess.run(["scancel", foreign], timeout=60, check=False)
+    finally:  # and the job row 0 was submitted as, which no run follows now
+        subprocess.run(["scancel", foreign, rows[0][4].split(" ")[0]], timeout=60,
+                       check=False)

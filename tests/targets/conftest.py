@@ -7,6 +7,7 @@ starts it: these tests never pass by skipping.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -83,9 +84,9 @@ def podman_image() -> dict[str, Any]:
     return {"name": TEST_IMAGE, "mounts": mounts, "socket": PODMAN_SOCKET}
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> dict[str, str]:
-    """The two-node test cluster; fails unless the controller and both nodes answer."""
+@functools.cache
+def _slurm_up() -> dict[str, str]:
+    """The test cluster's node states, looked at once a process; fails unless all answer."""
     if shutil.which("sbatch") is None:
         pytest.fail("SLURM is not installed; run `bash .ci/services/slurm.sh` (as root)",
                     pytrace=False)
@@ -102,6 +103,17 @@ def slurm_cluster() -> dict[str, str]:
                         "`bash .ci/services/slurm.sh`", pytrace=False)
     runs.sweep_jobs()
     return states
+
+
+@pytest.fixture
+def slurm_cluster(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The two-node test cluster; the jobs a test leaves in its tmp_path are cancelled after it.
+
+    Some tests measure where and when their jobs run on the two nodes: a job an earlier test
+    left running would take one (`runs.cancel_jobs_in`).
+    """
+    yield _slurm_up()
+    runs.cancel_jobs_in(tmp_path)
 
 
 def make_invocation(experiment: dict[str, Any], argv: list[str], *,
