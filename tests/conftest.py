@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests import parallel, runs
+from tests import parallel, runs, zygotes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,11 +58,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     runs.begin(config)
     parallel.name_the_run(config)
+    zygotes.activate(config)  # the backends of `dlbs run` fork from a server (tests/zygotes.py)
     # A shell starts a background job (`pytest ... &`) with SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: the tests of Ctrl-C would wait for their
     # timeouts. They need the handler an interactive pytest has.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def backend_servers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork servers this test's backends may use (tests/zygotes.py)."""
+    zygotes.for_test(request.node, monkeypatch)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

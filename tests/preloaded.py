@@ -32,80 +32,32 @@ import tempfile
 import time
 from pathlib import Path
 
+#: The code a forked child runs (shared with the servers of `dlbs run`'s backends).
+FORKED = Path(__file__).resolve().parent / "zygote" / "forked.py"
 #: Variables that pytest changes from test to test; no library reads them when it loads.
 _PER_TEST = ("PYTEST_CURRENT_TEST",)
 
 _SERVER = r'''
-import atexit, builtins, importlib.machinery, io, json, os, signal, sys, threading, traceback
-import types
+import importlib.util, json, os, sys, traceback
 
 for name in json.loads(sys.argv[1]):
     __import__(name)
-SITE = sys.path[1:]  # the entries after `-c`'s working directory, as a script's are
+_spec = importlib.util.spec_from_file_location("dlbs_tests_forked", sys.argv[2])
+forked = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(forked)
+SITE = forked.site_of_this_interpreter()
 replies = os.fdopen(os.dup(1), "w", buffering=1)
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 1)  # the server prints nothing: its stdout is the reply channel
 
 
-def stream(fd, unbuffered, line_buffering, errors):
-    raw = io.FileIO(fd, "w", closefd=False)
-    if unbuffered:
-        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=True)
-    return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors=errors,
-                            line_buffering=line_buffering)
-
-
-def exit_status(code):
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
-
-
 def child(request):
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
     os.dup2(null, 0)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
-    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = sys.__stdout__ = stream(1, unbuffered, False, "strict")
-    sys.stderr = sys.__stderr__ = stream(2, unbuffered, True, "backslashreplace")
-    script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[:] = [os.path.dirname(os.path.abspath(script)), *SITE]
-    # The module a script runs as: what the interpreter makes for `python script.py`.
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=script, __cached__=None, __package__=None, __spec__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", script),
-                         __builtins__=builtins)
-    sys.modules["__main__"] = main
-    status, interrupted = 0, False
-    try:
-        with open(script, "rb") as source:
-            code = compile(source.read(), script, "exec")
-        exec(code, main.__dict__)
-    except SystemExit as stop:
-        status = exit_status(stop.code)
-    except BaseException as error:  # the script's frames, not this function's
-        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        status, interrupted = 1, isinstance(error, KeyboardInterrupt)
-    try:  # what the interpreter does at its exit: join threads, run atexit, flush
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        if interrupted:  # then it ends by SIGINT, as Ctrl-C would have ended it
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        os._exit(status)
+    forked.become(request["argv"], request["env"], request["cwd"], SITE)
 
 
 for line in sys.stdin:
@@ -186,7 +138,8 @@ class PreloadedPython:
 
     def _start(self, env: dict[str, str]) -> None:
         self.env = dict(env)
-        self.server = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(self.modules)],
+        self.server = subprocess.Popen([sys.executable, "-c", _SERVER, json.dumps(self.modules),
+                                        str(FORKED)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         atexit.register(self.close)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygotes
+
 # The test modules import the backends' shared package (python/benchmark_common) in-process.
 PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
 if str(PYTHON_DIR) not in sys.path:
@@ -17,8 +19,10 @@ if str(PYTHON_DIR) not in sys.path:
 
 
 @pytest.fixture
-def run_dlbs(dlbs_cli, tmp_path: Path):
+def run_dlbs(dlbs_cli, tmp_path: Path, request: pytest.FixtureRequest):
     """`dlbs` as a user runs it, in tmp_path (logs land in tmp_path/logs)."""
+    if request.node.get_closest_marker("pytorch"):  # its backends' server (tests/zygotes.py)
+        zygotes.ensure("torch", {"OMP_NUM_THREADS": "1"})
 
     def run(*args: str, timeout: float = 300):
         return dlbs_cli(*args, cwd=tmp_path, timeout=timeout,
