@@ -6,9 +6,10 @@ and semantics are SQLite's (postgres_schema.py); what differs:
   transaction-wide advisory lock (`pg_advisory_xact_lock`), as SQLite's `BEGIN IMMEDIATE`
   does, so attempt numbers and the coded views (view_codes.py) are given out once; readers
   never wait (MVCC).
-- Many `dlbs run` share the database: the run lock is a session advisory lock per (host, log
-  folder) of the run, and a run settles only the open attempts recorded from its own scopes
-  (store_base.py, `claim`). The server drops a session's locks when its connection ends,
+- Many `dlbs run` share the database: the run lock is a session advisory lock per (schema,
+  host, log folder) of the run (advisory locks belong to the whole database, and a schema
+  of it is a store of its own), and a run settles only the open attempts recorded from its
+  own scopes (store_base.py, `claim`). The server drops a session's locks when its connection ends,
   `kill -9` included.
 - Credentials come from the URL, `PGPASSFILE` (~/.pgpass) or the environment (`PGPASSWORD`,
   `PGUSER`, ...), as libpq reads them; messages name the database without its password, and
@@ -244,11 +245,12 @@ class PostgresStore(StoreWrites, StoreReads):
 
     @contextmanager
     def lock(self, host: str, folder: str) -> Iterator[None]:
-        """The run lock of (host, log folder): a session advisory lock, held while it runs."""
+        """The run lock of (schema, host, log folder): a session advisory lock, while it runs."""
         scope = f"{host}:{folder}"
         with self._errors("take the run lock"):
-            taken = self._session.one("SELECT pg_try_advisory_lock(?::int, hashtext(?))",
-                                      (RUN_LOCK_CLASS, scope))[0]
+            taken = self._session.one(
+                "SELECT pg_try_advisory_lock(?::int, hashtext(current_schema() || '|' || ?))",
+                (RUN_LOCK_CLASS, scope))[0]
         if not taken:
             raise ResultsError(
                 f"another dlbs run is using results database {self.location} for log "
@@ -258,8 +260,9 @@ class PostgresStore(StoreWrites, StoreReads):
             yield
         finally:
             try:
-                self._session.execute("SELECT pg_advisory_unlock(?::int, hashtext(?))",
-                                      (RUN_LOCK_CLASS, scope))
+                self._session.execute(
+                    "SELECT pg_advisory_unlock(?::int, hashtext(current_schema() || '|' || ?))",
+                    (RUN_LOCK_CLASS, scope))
             except self.driver_errors:
                 pass  # the connection is gone, and the server dropped the lock with it
 

@@ -16,7 +16,7 @@ import textwrap
 import threading
 
 import pytest
-from helpers_results import REPO
+from helpers_results import REPO, postgres_store_url
 
 from dlbs.errors import ResultsError
 from dlbs.results.store import STARTED, Attempt, ResultsStore, open_store
@@ -206,6 +206,17 @@ def test_a_second_claim_of_the_same_scope_is_refused(store_location: str) -> Non
             pass
 
 
+@pytest.mark.postgres
+def test_stores_in_two_schemas_of_one_database_lock_apart() -> None:
+    # A schema is a store of its own (docs/results.md), and PostgreSQL's advisory locks belong
+    # to the whole database: two test runs' stores with the same host and folder, on two
+    # workers, refused each other's claims.
+    with postgres_store_url() as one, postgres_store_url() as two, \
+            open_store(one) as first, open_store(two) as second:
+        with first.claim("here", ["/runs/a"]), second.claim("here", ["/runs/a"]):
+            pass
+
+
 def test_the_change_marker_moves_whenever_an_attempt_is_added_or_ends(
         store_location: str) -> None:
     """What `dlbs serve` compares before it answers from what it kept (dlbs/web/data.py)."""
@@ -359,8 +370,6 @@ def test_kill_9_mid_writes_keeps_every_commit_and_consistency(store_location: st
 
 @pytest.mark.postgres
 def test_reports_read_the_same_from_both_stores(tmp_path) -> None:
-    from helpers_results import postgres_store_url
-
     from dlbs.report import Options, build_report, render
     from dlbs.results.sources import load_attempts
 
