@@ -7,12 +7,14 @@ server with the same command run by a fresh interpreter (`DLBS_TEST_ZYGOTE=0`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,24 +81,27 @@ def test_a_forked_run_ends_and_prints_as_the_script_does(server, backend, tmp_pa
             forked.stderr) == (alone.returncode, alone.stdout, alone.stderr)
 
 
-def test_a_signal_to_the_process_dlbs_started_reaches_the_run(server, backend, tmp_path):
+@contextlib.contextmanager
+def waiting_run(server: Path, backend: Path, cwd: Path) -> Iterator[tuple[subprocess.Popen, int]]:
+    """A run that waits for a signal: the process started, and the forked run's pid."""
     backend.write_text(SIGNALLED)
     with subprocess.Popen([sys.executable, str(backend)], stdout=subprocess.PIPE, text=True,
-                          env=environment(server), cwd=tmp_path) as process:
+                          env=environment(server), cwd=cwd) as process:
         assert process.stdout is not None
         child = int(process.stdout.readline().split()[1])
         assert child != process.pid  # the server's child
+        yield process, child
+
+
+def test_a_signal_to_the_process_dlbs_started_reaches_the_run(server, backend, tmp_path):
+    with waiting_run(server, backend, tmp_path) as (process, _):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 7
         assert process.stdout.read() == "got SIGTERM\n"
 
 
 def test_a_sigkill_of_the_process_dlbs_started_ends_the_run(server, backend, tmp_path):
-    backend.write_text(SIGNALLED)
-    with subprocess.Popen([sys.executable, str(backend)], stdout=subprocess.PIPE, text=True,
-                          env=environment(server), cwd=tmp_path) as process:
-        assert process.stdout is not None
-        child = int(process.stdout.readline().split()[1])
+    with waiting_run(server, backend, tmp_path) as (process, child):
         process.kill()
         process.wait(timeout=30)
     deadline = time.monotonic() + 10
