@@ -43,6 +43,9 @@ from dlbs.util.credentials import canonical_url, is_database_url, passwords
 # for the runs' locks (the two forms never collide in PostgreSQL's lock table).
 WRITE_LOCK = 0x646C6273_0001
 RUN_LOCK_CLASS = 0x646C6273
+#: A run's lock key: the class and the hash of its scope within the store's schema (advisory
+#: locks belong to the whole database; a schema of it is a store of its own).
+_RUN_LOCK_KEY = "?::int, hashtext(current_schema() || '|' || ?)"
 _CONNECT_TIMEOUT_S = 15
 
 
@@ -248,9 +251,8 @@ class PostgresStore(StoreWrites, StoreReads):
         """The run lock of (schema, host, log folder): a session advisory lock, while it runs."""
         scope = f"{host}:{folder}"
         with self._errors("take the run lock"):
-            taken = self._session.one(
-                "SELECT pg_try_advisory_lock(?::int, hashtext(current_schema() || '|' || ?))",
-                (RUN_LOCK_CLASS, scope))[0]
+            taken = self._session.one(f"SELECT pg_try_advisory_lock({_RUN_LOCK_KEY})",
+                                      (RUN_LOCK_CLASS, scope))[0]
         if not taken:
             raise ResultsError(
                 f"another dlbs run is using results database {self.location} for log "
@@ -260,9 +262,8 @@ class PostgresStore(StoreWrites, StoreReads):
             yield
         finally:
             try:
-                self._session.execute(
-                    "SELECT pg_advisory_unlock(?::int, hashtext(current_schema() || '|' || ?))",
-                    (RUN_LOCK_CLASS, scope))
+                self._session.execute(f"SELECT pg_advisory_unlock({_RUN_LOCK_KEY})",
+                                      (RUN_LOCK_CLASS, scope))
             except self.driver_errors:
                 pass  # the connection is gone, and the server dropped the lock with it
 
