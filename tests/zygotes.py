@@ -25,14 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from tests import runs
+from tests import preloaded, runs
 
 ZYGOTE_DIR = Path(__file__).resolve().parent / "zygote"
 VARIABLE = "DLBS_TEST_ZYGOTE"
-#: What each server imports: what the backend's runs import (tests/preloaded.py's lists).
-MODULES = {"torch": ["numpy", "torch", "torchvision", "torch._dynamo",
-                     "torch.utils.flop_counter", "torchvision.ops", "PIL.Image"],
-           "mxnet": ["numpy", "mxnet", "PIL.Image"]}
+#: What each server imports: what the backend's runs import, as tests/preloaded.py's servers.
+MODULES = {"torch": preloaded.TORCH.modules, "mxnet": preloaded.MXNET.modules}
 #: The environment the recipes give a backend that a library reads when it loads
 #: (configs: mxnet.env), so that the server's load-time variables are the runs'.
 _RECIPE_ENV = {"mxnet": {"MXNET_CUDA_ALLOW_TENSOR_CORE": "1"}}
